@@ -1,0 +1,185 @@
+#pragma once
+/// \file communicator.hpp
+/// The communicator: a group of ranks and the collectives among them.
+///
+/// Blocking calls return when this rank's part is complete and its buffers
+/// may be reused. `i`-prefixed calls return a Work handle at once; the
+/// operation advances whenever any call on this communicator (or Work::test/
+/// wait) runs — there is no progress thread, so call test() while overlapping.
+/// Stream-ordered transports (NCCL) complete a call when it is enqueued on
+/// CallOptions::stream; synchronise the stream to see the data.
+///
+/// Every rank must call the collectives of a communicator in the same order
+/// with matching arguments. A Communicator is used from one thread at a time;
+/// abort() is the exception and may be called from any thread.
+///
+/// Errors: usage errors (comm::Error with is_usage()) are thrown before any
+/// data moves and leave the communicator usable. Runtime errors (timeout, dead
+/// peer, transport failure, abort) fail the communicator: every later call
+/// throws ErrorCode::communicator_failed at once, quoting the first error.
+
+#include <comm/buffer.hpp>
+#include <comm/config.hpp>
+#include <comm/error.hpp>
+#include <comm/export.hpp>
+#include <comm/store.hpp>
+#include <comm/transport.hpp>
+#include <comm/types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace comm {
+
+namespace detail {
+class CommunicatorImpl;
+struct Operation;
+}  // namespace detail
+
+/// Per-call options. Defaults mean "use the communicator's configuration".
+struct CallOptions {
+  /// Algorithm by name ("ring", "direct", "native", ...); "" = automatic
+  /// selection (override string, then cost model). Beats COMM_ALGO.
+  std::string_view algorithm{};
+  /// Operation timeout; 0 = Config::timeout.
+  std::chrono::milliseconds timeout{0};
+  /// send/recv only: messages match on (peer, tag) in posting order.
+  std::uint32_t tag = 0;
+  /// cudaStream_t for stream-ordered transports; ignored by host transports.
+  void* stream = nullptr;
+};
+
+/// Handle of a non-blocking operation. Copyable; all copies share the
+/// operation. A default-constructed Work is complete.
+class COMM_API Work {
+ public:
+  Work() = default;
+  /// Advances all operations of the communicator; true once this one is
+  /// complete. Throws the operation's comm::Error if it failed.
+  bool test();
+  /// Waits until complete (up to the operation's timeout, then throws timeout).
+  void wait();
+  /// Waits at most `d`; false if still running (the operation keeps going).
+  bool wait_for(std::chrono::milliseconds d);
+  /// The algorithm this operation runs.
+  std::string_view algorithm() const noexcept;
+
+ private:
+  friend class Communicator;
+  explicit Work(std::shared_ptr<detail::Operation> op) : op_(std::move(op)) {}
+  std::shared_ptr<detail::Operation> op_;
+};
+
+/// One candidate of the selector at a given size (see Communicator::candidates).
+struct CandidateCost {
+  std::string algorithm;
+  double predicted_us = -1;  ///< negative: no prediction (native without a model)
+  bool chosen = false;
+  std::string note;          ///< why it won, lost, or is not eligible
+};
+
+/// One row of a selection table: sizes in [min_bytes, max_bytes) use `algorithm`.
+struct SelectionRange {
+  std::size_t min_bytes = 0;
+  std::size_t max_bytes = 0;  ///< SIZE_MAX for "and above"
+  std::string algorithm;
+  std::string source;         ///< "cost model", "override", "tuning file"
+};
+
+class COMM_API Communicator {
+ public:
+  /// Creates this rank's member of the group described by `config`, meeting the
+  /// other ranks through the store named by config.store. Blocks until all
+  /// ranks have joined (up to config.timeout).
+  static Communicator create(const Config& config);
+  /// Same, meeting through `store` (e.g. make_memory_store() shared by threads).
+  static Communicator create(const Config& config, std::shared_ptr<Store> store);
+
+  Communicator() noexcept;  ///< an invalid communicator (valid() == false)
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();  ///< noexcept; pending operations are cancelled
+
+  bool valid() const noexcept { return impl_ != nullptr; }
+  int rank() const;
+  int size() const;
+  const Config& config() const;
+  std::string_view transport_name() const;
+
+  // ---- collectives (blocking). Counts are in elements of the views' dtype.
+
+  /// out[i] = op over ranks of in[i]. in and out have equal count and dtype;
+  /// in.data == out.data is in-place.
+  void allreduce(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
+  void allreduce(View inout, ReduceOp op, const CallOptions& opts = {});
+  /// in holds size()*out.count elements; rank r receives block r of the reduction.
+  void reduce_scatter(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
+  /// out holds size()*in.count elements; block r comes from rank r.
+  void allgather(ConstView in, View out, const CallOptions& opts = {});
+  /// Copies root's buffer to every rank (in place).
+  void broadcast(View buffer, int root, const CallOptions& opts = {});
+  /// Reduction delivered to `root` only; out is ignored (may be empty) elsewhere.
+  void reduce(ConstView in, View out, ReduceOp op, int root, const CallOptions& opts = {});
+  /// in and out hold size() blocks of in.count/size() elements; block j of
+  /// rank i's in becomes block i of rank j's out.
+  void all_to_all(ConstView in, View out, const CallOptions& opts = {});
+  /// Variable all-to-all: per-peer counts and displacements (elements).
+  void all_to_allv(ConstView in, std::span<const std::size_t> send_counts,
+                   std::span<const std::size_t> send_displs, View out,
+                   std::span<const std::size_t> recv_counts,
+                   std::span<const std::size_t> recv_displs, const CallOptions& opts = {});
+  void send(ConstView buffer, int peer, const CallOptions& opts = {});
+  /// Receives exactly buffer.count elements (a different size is an error naming both).
+  void recv(View buffer, int peer, const CallOptions& opts = {});
+  void barrier(const CallOptions& opts = {});
+
+  // ---- non-blocking variants (same arguments; buffers must outlive the Work)
+  Work iallreduce(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
+  Work ireduce_scatter(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
+  Work iallgather(ConstView in, View out, const CallOptions& opts = {});
+  Work ibroadcast(View buffer, int root, const CallOptions& opts = {});
+  Work ireduce(ConstView in, View out, ReduceOp op, int root, const CallOptions& opts = {});
+  Work iall_to_all(ConstView in, View out, const CallOptions& opts = {});
+  Work isend(ConstView buffer, int peer, const CallOptions& opts = {});
+  Work irecv(View buffer, int peer, const CallOptions& opts = {});
+  Work ibarrier(const CallOptions& opts = {});
+
+  /// Collective over this communicator: ranks with the same color form a new
+  /// communicator, ordered by (key, old rank). color < 0 returns an invalid
+  /// Communicator for that rank. Uses the same transport and configuration.
+  Communicator split(int color, int key);
+
+  /// Fails every pending and future operation with ErrorCode::aborted and wakes
+  /// waiters (within 100 ms). Safe from any thread.
+  void abort() noexcept;
+  /// True once a runtime error or abort() has failed the communicator.
+  bool failed() const noexcept;
+
+  // ---- introspection (identical on every rank)
+  /// The link between ranks a and b, as exchanged at creation.
+  LinkInfo link(int a, int b) const;
+  /// The algorithm automatic selection uses for `bytes` of `c`.
+  std::string algorithm_for(Collective c, std::size_t bytes) const;
+  /// Every eligible algorithm for `bytes` of `c` with its predicted cost.
+  std::vector<CandidateCost> candidates(Collective c, std::size_t bytes) const;
+  /// The size-range table of `c`, from 1 byte to `max_bytes`.
+  std::vector<SelectionRange> selection_table(Collective c, std::size_t max_bytes = std::size_t{1} << 30) const;
+  /// Algorithms that exist for `c` on this communicator (ours and native ones).
+  std::vector<std::string> algorithms(Collective c) const;
+  /// The last operations of this rank as JSON (flight recorder).
+  std::string flight_recorder_json() const;
+  /// Internal handle (tools and tests in this repository).
+  detail::CommunicatorImpl& impl() const;
+
+ private:
+  explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) noexcept;
+  std::unique_ptr<detail::CommunicatorImpl> impl_;
+};
+
+}  // namespace comm

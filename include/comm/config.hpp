@@ -1,0 +1,73 @@
+#pragma once
+/// \file config.hpp
+/// One typed configuration for a communicator. Fill it by hand, or start from
+/// Config::from_env() and overwrite fields: explicit assignments beat the
+/// environment, and our COMM_* variables beat the launcher conventions.
+///
+/// Environment variables (read by from_env):
+///   COMM_RANK, COMM_WORLD_SIZE, COMM_LOCAL_RANK   this rank, the group size, rank on this host
+///     fallbacks: RANK/WORLD_SIZE/LOCAL_RANK (torchrun), SLURM_PROCID/SLURM_NTASKS/
+///     SLURM_LOCALID (Slurm), OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (Open MPI)
+///   COMM_STORE        "host:port" (TCP store; rank 0 hosts it) or "file:/dir"
+///                     fallback: MASTER_ADDR:MASTER_PORT (torchrun)
+///   COMM_STORE_TOKEN  shared secret a client must prove to the TCP store
+///   COMM_STORE_BIND   address the rank-0 TCP store listens on (default: the store host)
+///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, nccl, or a registered one
+///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
+///   COMM_LOG          warn (default), info, debug, trace, or off
+///   COMM_ALGO         selection override, e.g. "allreduce=direct:0-64K,ring:64K-;alltoall=pairwise"
+///   COMM_CHUNK        pipeline chunk size in bytes (K/M suffixes), default 1M
+///   COMM_CALIBRATE    1 to measure alpha/beta per link kind at creation (default 0)
+///   COMM_TUNING_FILE  JSON tuning file: loaded if present; written after calibration
+///   COMM_CHECK        1 to check collective consistency across ranks before data moves
+///   COMM_DEVICE       CUDA device ordinal (NCCL transport; default: local rank)
+///   COMM_OFI_PROVIDER libfabric provider, e.g. "tcp;ofi_rxm" or "shm" (default: automatic)
+///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
+///   COMM_FLIGHT_RECORDER  number of operations each rank remembers (default 256)
+/// Unparseable values throw comm::Error(invalid_config) naming the variable.
+
+#include <comm/export.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace comm {
+
+enum class LogLevel { off, warn, info, debug, trace };
+COMM_API std::string_view to_string(LogLevel l) noexcept;
+COMM_API LogLevel parse_log_level(std::string_view s);
+
+struct COMM_API Config {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  /// "" (in-process: the caller passes a Store or world_size is 1),
+  /// "host:port", or "file:/dir".
+  std::string store;
+  std::string store_token;
+  std::string store_bind;
+  std::string transport = "local";
+  std::chrono::milliseconds timeout{300'000};
+  LogLevel log_level = LogLevel::warn;
+  std::string algo_override;
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  bool calibrate = false;
+  std::string tuning_file;
+  bool check = false;
+  int device = -1;
+  std::string ofi_provider;
+  std::string iface;
+  std::size_t flight_recorder_size = 256;
+  /// Free-form transport-specific settings ("key" -> "value"), for plugins.
+  std::map<std::string, std::string> transport_options;
+
+  /// Reads the variables listed above on top of the defaults.
+  static Config from_env();
+};
+
+/// Parses "64K", "1M", "2G", "4096" into bytes; throws invalid_config naming `what`.
+COMM_API std::size_t parse_bytes(std::string_view text, std::string_view what);
+
+}  // namespace comm

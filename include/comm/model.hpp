@@ -1,0 +1,39 @@
+#pragma once
+/// \file model.hpp
+/// The cost model the selector uses, offered for planning without a running
+/// communicator (e.g. "how long would an 8-rank all-reduce of 64 KiB take on
+/// NVSwitch?"). It simulates each algorithm's real schedule on links with
+/// latency alpha and bandwidth beta (one send and one receive port per rank)
+/// plus local reduction/copy time. Thread safe; pure computation.
+
+#include <comm/export.hpp>
+#include <comm/transport.hpp>
+#include <comm/types.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace comm {
+
+/// Local compute costs of a rank (host defaults; a GPU is far faster).
+struct ComputeModel {
+  double reduce_gbps = 8.0;        ///< output bytes per ns a reduce step produces
+  double copy_gbps = 10.0;         ///< memcpy throughput
+  double step_overhead_us = 0.05;  ///< fixed cost per step the executor posts
+};
+
+struct Prediction {
+  std::string algorithm;
+  double us = -1;  ///< negative: the algorithm cannot run on that many ranks
+};
+
+/// Predicted time of every algorithm of `c` for a message of `bytes` (as the
+/// selector sizes it, see Communicator::algorithm_for) on `nranks` ranks, all
+/// pairs joined by `link`, with pipeline chunks of `chunk_bytes`. Sorted
+/// fastest first; ineligible algorithms last with us < 0.
+COMM_API std::vector<Prediction> predict(Collective c, int nranks, std::size_t bytes, const LinkInfo& link,
+                                         const ComputeModel& compute = {},
+                                         std::size_t chunk_bytes = std::size_t{1} << 20);
+
+}  // namespace comm

@@ -1,0 +1,194 @@
+#pragma once
+/// \file transport.hpp
+/// The transport plugin interface. A transport is a point-to-point engine
+/// between the ranks of one group: non-blocking tagged send/receive of byte
+/// ranges, progress, a wait that does not burn a core, its capabilities, and
+/// the link to each peer. Algorithms never see it; the executor drives it.
+///
+/// Threading: a Transport is driven by one thread at a time (the thread calling
+/// into its Communicator), except interrupt(), which any thread may call.
+///
+/// Registering your own: comm::register_transport("mine", factory); then
+/// Config::transport = "mine" (or COMM_TRANSPORT=mine) selects it.
+
+#include <comm/buffer.hpp>
+#include <comm/config.hpp>
+#include <comm/error.hpp>
+#include <comm/export.hpp>
+#include <comm/schedule.hpp>
+#include <comm/store.hpp>
+#include <comm/types.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace comm {
+
+/// Tags handed to transports use only the low kTagBits bits; the bits above
+/// are free for a transport's own use (e.g. encoding the source rank).
+inline constexpr int kTagBits = 48;
+
+/// The link joining this rank to a peer, as the transport sees it.
+/// alpha_us: per-message latency (half round trip) in microseconds;
+/// beta_gbps: sustained one-way bandwidth in GB/s (1e9 bytes/s).
+struct LinkInfo {
+  LinkKind kind = LinkKind::tcp;
+  double alpha_us = 10.0;
+  double beta_gbps = 1.0;
+  std::string detail;  ///< human-readable, e.g. "ucx sysv/memory + cma", "tcp;ofi_rxm lo"
+};
+
+/// What a transport can do. Queried, never probed by catching exceptions.
+struct TransportCaps {
+  bool host_memory = true;     ///< can send/receive host memory
+  bool cuda_memory = false;    ///< can send/receive CUDA device memory
+  bool stream_ordered = false; ///< runs work on CUDA streams (see stream_engine())
+  bool can_block = true;       ///< wait() sleeps instead of spinning
+  bool peer_failure_detection = true; ///< a dead peer fails pending ops before the timeout
+};
+
+/// Completion record of one isend/irecv. Owned by the caller; must stay alive
+/// and at the same address until the operation completes, fails, or cancel()
+/// returns. The transport writes `bytes`, `code`, `message` and then `state`.
+struct Completion {
+  enum State : std::uint8_t { pending = 0, done = 1, failed = 2 };
+  std::atomic<std::uint8_t> state{pending};
+  std::size_t bytes = 0;  ///< bytes actually received (recv) or sent (send)
+  ErrorCode code = ErrorCode::internal;  ///< meaningful when failed
+  std::string message;                   ///< meaningful when failed; names the peer
+
+  void reset() noexcept { state.store(pending, std::memory_order_relaxed); bytes = 0; }
+  bool is_pending() const noexcept { return state.load(std::memory_order_acquire) == pending; }
+  void complete(std::size_t n) noexcept {
+    bytes = n;
+    state.store(done, std::memory_order_release);
+  }
+  void fail(ErrorCode c, std::string msg) noexcept {
+    code = c;
+    message = std::move(msg);
+    state.store(failed, std::memory_order_release);
+  }
+};
+
+/// Arguments of one collective for transports with native collectives.
+/// Counts/displacements are in elements. For all_to_allv the four arrays have
+/// size() entries each; otherwise they are null.
+struct CollectiveArgs {
+  Collective collective = Collective::allreduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;   ///< as in the Communicator call of the same collective
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;            ///< broadcast/reduce root; send/recv peer
+  const std::size_t* send_counts = nullptr;
+  const std::size_t* send_displs = nullptr;
+  const std::size_t* recv_counts = nullptr;
+  const std::size_t* recv_displs = nullptr;
+  MemoryKind memory = MemoryKind::host;
+  void* stream = nullptr;  ///< cudaStream_t for stream-ordered transports
+  std::chrono::milliseconds timeout{0};
+  std::uint64_t sequence = 0;  ///< the communicator's operation number
+};
+
+/// Optional: a transport's own collectives, offered as algorithms ("native"...).
+class COMM_API NativeCollectives {
+ public:
+  virtual ~NativeCollectives();
+  /// Algorithm names offered for `c` (empty if none), e.g. {"native", "native_bcube"}.
+  virtual std::vector<std::string> algorithms(Collective c) const = 0;
+  /// True if `args` can run under `algorithm`; otherwise sets *why (dtype/op/memory not supported).
+  virtual bool supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const = 0;
+  /// Predicted time in microseconds for the selector, or a negative number if
+  /// the transport has no model (then the algorithm is chosen only when asked for).
+  virtual double predict_us(Collective c, std::string_view algorithm, std::size_t bytes) const = 0;
+  /// Runs the collective. Host transports return when it completed; stream-ordered ones
+  /// when it is enqueued on args.stream. Throws comm::Error on failure.
+  virtual void run(const CollectiveArgs& args, std::string_view algorithm) = 0;
+};
+
+/// Buffers of one schedule execution (element type/op are the call's).
+struct ScheduleBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;  ///< at least schedule.scratch_count elements, same memory kind
+};
+
+/// Optional: stream-ordered execution of a whole schedule (NCCL: grouped
+/// sends/recvs plus a reduction kernel on the caller's stream).
+class COMM_API StreamEngine {
+ public:
+  virtual ~StreamEngine();
+  /// Allocates scratch of `bytes` in the transport's memory (freed by release_scratch).
+  virtual void* allocate_scratch(std::size_t bytes) = 0;
+  virtual void release_scratch(void* p) noexcept = 0;
+  /// Enqueues `schedule` on `stream`; never synchronises the host.
+  virtual void enqueue(const Schedule& schedule, const ScheduleBuffers& buffers, DataType dtype,
+                       ReduceOp op, int world_size, std::uint64_t sequence, void* stream) = 0;
+};
+
+class COMM_API Transport {
+ public:
+  virtual ~Transport();
+
+  virtual std::string_view name() const noexcept = 0;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  virtual TransportCaps caps() const noexcept = 0;
+  /// The link to `peer` (peer == rank() gives the self link).
+  virtual LinkInfo link(int peer) const = 0;
+
+  /// Posts a send of `bytes` at `data` to `peer` with `tag` (< 2^kTagBits).
+  /// Messages between one (sender, receiver, tag) triple match in posting order.
+  /// May complete `c` before returning. Throws only for usage errors.
+  virtual void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes,
+                     Completion& c) = 0;
+  /// Posts a receive of at most `bytes` into `data`. A longer message fails `c`
+  /// with ErrorCode::mismatch and a message giving both sizes.
+  virtual void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes,
+                     Completion& c) = 0;
+  /// Drives communication. Returns true if any completion changed state.
+  /// Must not block.
+  virtual bool progress() = 0;
+  /// Blocks until progress() may make headway, `deadline` passes, or
+  /// interrupt() is called. May return early; never sleeps past `deadline`.
+  virtual void wait(std::chrono::steady_clock::time_point deadline) = 0;
+  /// Wakes a thread blocked in wait(). Safe from any thread and from signal-free contexts.
+  virtual void interrupt() noexcept = 0;
+  /// Withdraws a pending operation. When it returns the transport no longer
+  /// touches the buffer or `c` (c is left failed or done).
+  virtual void cancel(Completion& c) noexcept = 0;
+
+  /// Optional capabilities: nullptr when not offered.
+  virtual NativeCollectives* native() noexcept { return nullptr; }
+  virtual StreamEngine* stream_engine() noexcept { return nullptr; }
+};
+
+/// What a transport factory receives. `store` is private to this
+/// communicator (keys are already prefixed), shared by its ranks.
+struct TransportInit {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;
+  const Config* config = nullptr;
+};
+
+using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportInit&)>;
+
+/// Registers a transport under `name` (replacing one of the same name).
+COMM_API void register_transport(std::string name, TransportFactory factory);
+/// Names of the transports available in this build (registered or loadable).
+COMM_API std::vector<std::string> available_transports();
+/// Why `name` is unavailable ("" if it is available), e.g. "built without UCX".
+COMM_API std::string transport_unavailable_reason(std::string_view name);
+/// Creates the transport `name`; throws unknown_transport listing the available ones.
+COMM_API std::unique_ptr<Transport> create_transport(std::string_view name, const TransportInit& init);
+
+}  // namespace comm

@@ -1,0 +1,33 @@
+#pragma once
+// The cost model: runs the schedules of all ranks of an algorithm on simulated
+// links and predicts the completion time of the slowest rank.
+//
+// Model: each message costs alpha(link) + bytes / beta(link); a rank has one
+// send port and one receive port (a message occupies the sender's send port
+// and the receiver's receive port for its bytes/beta); reduce steps cost
+// bytes / gamma, copies bytes / copy_gbps, both on the rank's compute unit.
+
+#include "algorithms/algorithm.hpp"
+
+#include <comm/model.hpp>
+#include <comm/transport.hpp>
+
+#include <vector>
+
+namespace comm {
+
+// Links between every pair of ranks; identical on all ranks.
+struct LinkMatrix {
+  int n = 0;
+  std::vector<LinkInfo> links;  // n*n, row = from, column = to
+  const LinkInfo& at(int from, int to) const { return links[static_cast<std::size_t>(from) * n + to]; }
+};
+
+// Local compute costs (public as comm::ComputeModel for planning tools).
+using ComputeParams = ComputeModel;
+
+// Predicted time in microseconds of `algorithm` for `args` (args.rank ignored).
+double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args,
+                  const LinkMatrix& links, const ComputeParams& compute);
+
+}  // namespace comm

@@ -1,0 +1,73 @@
+#pragma once
+// Runs one rank's Schedule over a host Transport: posts every step whose
+// dependencies are done, as soon as they are done, and never blocks. The
+// communicator calls advance() from its progress loop; waiting (and timeouts)
+// belong to the communicator, which owns the transport.
+
+#include <comm/schedule.hpp>
+#include <comm/transport.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace comm {
+
+struct ExecBuffers {
+  const std::byte* input = nullptr;
+  std::byte* output = nullptr;
+  std::byte* scratch = nullptr;
+};
+
+class Execution {
+ public:
+  // `tag_base` is OR-ed with each step's tag to form the wire tag.
+  Execution(std::shared_ptr<const Schedule> schedule, Transport& transport, ExecBuffers buffers,
+            DataType dtype, ReduceOp op, std::uint64_t tag_base);
+  ~Execution();  // cancels what is still posted
+  Execution(const Execution&) = delete;
+  Execution& operator=(const Execution&) = delete;
+
+  // Posts/runs every ready step and harvests completions. Returns true if any
+  // step completed. Never blocks. After a failure, failed() is true.
+  bool advance();
+  bool done() const noexcept { return completed_ == total_ && !failed_; }
+  bool failed() const noexcept { return failed_; }
+  ErrorCode error_code() const noexcept { return error_code_; }
+  const std::string& error_message() const noexcept { return error_message_; }
+  // Withdraws every posted send/receive (the transport stops touching buffers).
+  void cancel() noexcept;
+
+  std::size_t steps_done() const noexcept { return completed_; }
+  std::size_t steps_total() const noexcept { return total_; }
+  // Peers this rank is still waiting on (pending receives, then pending sends).
+  std::vector<int> waiting_on() const;
+
+ private:
+  void run_local_step(StepId s);
+  void post(StepId s);
+  void finish_step(StepId s);
+  void fail(ErrorCode code, std::string message);
+  std::byte* address(const Region& r) const;
+
+  std::shared_ptr<const Schedule> schedule_;
+  Transport& transport_;
+  ExecBuffers buffers_;
+  DataType dtype_;
+  ReduceOp op_;
+  std::size_t esize_;
+  std::uint64_t tag_base_;
+  std::unique_ptr<Completion[]> completions_;
+  std::vector<std::uint32_t> missing_deps_;
+  std::vector<StepId> ready_;
+  std::vector<StepId> in_flight_;
+  std::size_t completed_ = 0;
+  std::size_t total_ = 0;
+  bool failed_ = false;
+  ErrorCode error_code_ = ErrorCode::internal;
+  std::string error_message_;
+};
+
+}  // namespace comm

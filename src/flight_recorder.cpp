@@ -1,0 +1,84 @@
+#include "flight_recorder.hpp"
+
+#include <cstdio>
+
+namespace comm::detail {
+namespace {
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(std::size_t capacity) { resize(capacity); }
+
+void FlightRecorder::resize(std::size_t capacity) {
+  std::lock_guard lk(mu_);
+  ring_.assign(std::max<std::size_t>(capacity, 1), FlightRecord{});
+  recorded_ = 0;
+}
+
+double FlightRecorder::now_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_).count();
+}
+
+void FlightRecorder::record(const FlightRecord& r) {
+  std::lock_guard lk(mu_);
+  ring_[r.id % ring_.size()] = r;
+  ++recorded_;
+}
+
+void FlightRecorder::update(std::uint64_t id, const std::string& state, std::size_t steps_done,
+                            std::size_t steps_total, const std::string& error) {
+  std::lock_guard lk(mu_);
+  FlightRecord& r = ring_[id % ring_.size()];
+  if (r.id != id) return;  // overwritten by a newer operation
+  r.state = state;
+  r.steps_done = steps_done;
+  r.steps_total = steps_total;
+  if (state == "done" || state == "failed") r.end_us = now_us();
+  if (!error.empty()) r.error = error;
+}
+
+std::string FlightRecorder::json(int rank) const {
+  std::lock_guard lk(mu_);
+  std::string out = "{\"rank\":" + std::to_string(rank) + ",\"operations\":[";
+  const std::uint64_t n = std::min<std::uint64_t>(recorded_, ring_.size());
+  const std::uint64_t first = recorded_ - n;
+  char buf[256];
+  for (std::uint64_t k = 0; k < n; ++k) {
+    const FlightRecord& r = ring_[(first + k) % ring_.size()];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"id\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"bytes\":%zu,\"dtype\":\"%s\","
+                  "\"op\":\"%s\",\"root\":%d,\"steps_done\":%zu,\"steps_total\":%zu,\"start_us\":%.1f,"
+                  "\"end_us\":%.1f,",
+                  k ? "," : "", static_cast<unsigned long long>(r.id), static_cast<unsigned long long>(r.seq),
+                  std::string(to_string(r.collective)).c_str(), r.bytes, std::string(to_string(r.dtype)).c_str(),
+                  std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total, r.start_us, r.end_us);
+    out += buf;
+    out += "\"algorithm\":\"" + escape(r.algorithm) + "\",\"state\":\"" + r.state + "\"";
+    if (!r.error.empty()) out += ",\"error\":\"" + escape(r.error) + "\"";
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace comm::detail

@@ -1,0 +1,51 @@
+#pragma once
+// The flight recorder: each rank remembers its last N operations (what, how
+// big, which algorithm, how far they got, how long they took, how they
+// ended) so a hang or failure can be explained after the fact.
+
+#include <comm/types.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace comm::detail {
+
+struct FlightRecord {
+  std::uint64_t id = 0;
+  std::uint64_t seq = 0;
+  Collective collective = Collective::allreduce;
+  std::string algorithm;
+  std::size_t bytes = 0;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = -1;
+  std::string state = "posted";  // posted, running, done, failed
+  std::size_t steps_done = 0;
+  std::size_t steps_total = 0;
+  double start_us = 0;
+  double end_us = -1;
+  std::string error;
+};
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(std::size_t capacity = 256);
+  void resize(std::size_t capacity);
+  // Thread safe (the recorder may be dumped from a signal-handling thread).
+  void record(const FlightRecord& r);
+  void update(std::uint64_t id, const std::string& state, std::size_t steps_done, std::size_t steps_total,
+              const std::string& error = {});
+  std::string json(int rank) const;
+  double now_us() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<FlightRecord> ring_;
+  std::uint64_t recorded_ = 0;
+  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace comm::detail

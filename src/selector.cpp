@@ -1,0 +1,205 @@
+#include "selector.hpp"
+
+#include <comm/error.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cmath>
+#include <limits>
+
+namespace comm {
+namespace {
+
+constexpr std::size_t kModelElem = 4;  // sizes are modelled as f32 elements
+
+int bucket_of(std::size_t bytes) {
+  return bytes == 0 ? 0 : static_cast<int>(std::bit_width(bytes)) - 1;
+}
+
+}  // namespace
+
+Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
+                   std::vector<OverrideRule> overrides, NativeCollectives* native)
+    : nranks_(nranks),
+      links_(std::move(links)),
+      compute_(compute),
+      chunk_bytes_(chunk_bytes),
+      overrides_(std::move(overrides)),
+      native_(native) {
+  for (Collective c : kAllCollectives) {
+    auto& pc = per_coll_[index(c)];
+    pc.bucket_choice.fill(-1);
+    for (const auto& a : algo::all_algorithms())
+      if (a.collective == c) {
+        pc.names.emplace_back(a.name);
+        pc.ours.push_back(&a);
+      }
+    if (native_)
+      for (auto& n : native_->algorithms(c)) {
+        pc.names.push_back(n);
+        pc.ours.push_back(nullptr);
+      }
+  }
+  for (const auto& r : overrides_) {
+    const auto& pc = per_coll_[index(r.collective)];
+    bool found = false;
+    for (auto& n : pc.names) found = found || n == r.algorithm;
+    if (!found) {
+      std::string valid;
+      for (auto& n : pc.names) valid += (valid.empty() ? "" : ", ") + n;
+      throw Error(ErrorCode::invalid_config, "COMM_ALGO: no algorithm '" + r.algorithm + "' for " +
+                                                 std::string(to_string(r.collective)) + " (valid: " +
+                                                 (valid.empty() ? "none" : valid) + ")");
+    }
+  }
+}
+
+bool Selector::is_native(Collective c, std::string_view name) const {
+  const auto& pc = per_coll_[index(c)];
+  for (std::size_t i = 0; i < pc.names.size(); ++i)
+    if (pc.names[i] == name) return pc.ours[i] == nullptr;
+  return false;
+}
+
+algo::AlgoArgs Selector::model_args(Collective c, std::size_t bytes) const {
+  algo::AlgoArgs a;
+  a.collective = c;
+  a.nranks = nranks_;
+  a.elem_size = kModelElem;
+  a.chunk_elems = std::max<std::size_t>(1, chunk_bytes_ / kModelElem);
+  std::size_t elems = std::max<std::size_t>(1, bytes / kModelElem);
+  const auto n = static_cast<std::size_t>(nranks_);
+  switch (c) {
+    case Collective::allreduce:
+    case Collective::broadcast:
+    case Collective::reduce:
+    case Collective::send:
+    case Collective::recv: a.count = elems; break;
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+    case Collective::all_to_all:
+    case Collective::all_to_allv: a.count = std::max<std::size_t>(1, elems / n); break;
+    case Collective::barrier: a.count = 0; break;
+  }
+  if (c == Collective::all_to_allv) {
+    uniform_counts_.assign(n, a.count);
+    uniform_displs_.resize(n);
+    for (std::size_t j = 0; j < n; ++j) uniform_displs_[j] = j * a.count;
+    a.send_counts = a.recv_counts = uniform_counts_;
+    a.send_displs = a.recv_displs = uniform_displs_;
+  }
+  return a;
+}
+
+double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
+  const auto& pc = per_coll_[index(c)];
+  for (std::size_t i = 0; i < pc.names.size(); ++i) {
+    if (pc.names[i] != name) continue;
+    if (!pc.ours[i]) return native_ ? native_->predict_us(c, name, bytes) : -1.0;
+    const auto args = model_args(c, bytes);
+    if (pc.ours[i]->eligible && !pc.ours[i]->eligible(args)) return -1.0;
+    return predict_us(*pc.ours[i], args, links_, compute_);
+  }
+  return -1.0;
+}
+
+int Selector::evaluate(Collective c, std::size_t bytes) const {
+  const auto& pc = per_coll_[index(c)];
+  int best = -1;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < pc.names.size(); ++i) {
+    const double us = predict(c, pc.names[i], bytes);
+    if (us >= 0 && us < best_us) {
+      best_us = us;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+const OverrideRule* Selector::override_for(Collective c, std::size_t bytes) const {
+  for (const auto& r : overrides_)
+    if (r.collective == c && bytes >= r.min_bytes && bytes < r.max_bytes) return &r;
+  return nullptr;
+}
+
+const std::string& Selector::choose(Collective c, std::size_t bytes, const char** source) {
+  auto& pc = per_coll_[index(c)];
+  if (const OverrideRule* r = override_for(c, bytes)) {
+    if (source) *source = "override";
+    for (auto& n : pc.names)
+      if (n == r->algorithm) return n;
+  }
+  if (source) *source = "cost model";
+  const int b = bucket_of(bytes);
+  int& choice = pc.bucket_choice[static_cast<std::size_t>(b)];
+  if (choice < 0) choice = evaluate(c, bytes == 0 ? 0 : std::size_t{1} << b);
+  if (choice < 0)
+    throw Error(ErrorCode::unsupported, "no algorithm can run " + std::string(to_string(c)) + " on " +
+                                            std::to_string(nranks_) + " ranks");
+  return pc.names[static_cast<std::size_t>(choice)];
+}
+
+std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes) {
+  const char* source = nullptr;
+  const std::string chosen = choose(c, bytes, &source);
+  const auto& pc = per_coll_[index(c)];
+  std::vector<CandidateCost> out;
+  // Evaluate at the bucket's representative size: that is what choose() compared.
+  const int b = bucket_of(bytes);
+  const std::size_t at = bytes == 0 ? 0 : std::size_t{1} << b;
+  for (const auto& name : pc.names) {
+    CandidateCost cc;
+    cc.algorithm = name;
+    cc.predicted_us = predict(c, name, at);
+    cc.chosen = name == chosen;
+    if (cc.predicted_us < 0)
+      cc.note = is_native(c, name) ? "no cost model for this native algorithm: used only when named"
+                                   : "not eligible for this group size";
+    else if (cc.chosen)
+      cc.note = std::string("chosen by ") + source;
+    out.push_back(std::move(cc));
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (auto& cc : out)
+    if (cc.predicted_us >= 0) best = std::min(best, cc.predicted_us);
+  for (auto& cc : out)
+    if (cc.predicted_us >= 0 && cc.note.empty()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.2fx the best prediction", best > 0 ? cc.predicted_us / best : 1.0);
+      cc.note = buf;
+    }
+  return out;
+}
+
+std::vector<SelectionRange> Selector::table(Collective c, std::size_t max_bytes) {
+  std::vector<SelectionRange> out;
+  auto push = [&](std::size_t lo, std::size_t hi, const std::string& algo, const char* source) {
+    if (!out.empty() && out.back().algorithm == algo && out.back().source == source && out.back().max_bytes == lo) {
+      out.back().max_bytes = hi;
+      return;
+    }
+    out.push_back({lo, hi, algo, source});
+  };
+  // Walk the bucket boundaries and the override boundaries in order.
+  std::vector<std::size_t> edges{0, 1};
+  for (int b = 1; b < 64 && (std::size_t{1} << b) <= max_bytes; ++b) edges.push_back(std::size_t{1} << b);
+  for (const auto& r : overrides_)
+    if (r.collective == c) {
+      if (r.min_bytes <= max_bytes) edges.push_back(r.min_bytes);
+      if (r.max_bytes <= max_bytes) edges.push_back(r.max_bytes);
+    }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    const std::size_t lo = edges[i];
+    const std::size_t hi = i + 1 < edges.size() ? edges[i + 1] : std::numeric_limits<std::size_t>::max();
+    const char* source = nullptr;
+    const std::string algo = choose(c, lo, &source);
+    push(lo, hi, algo, source);
+  }
+  return out;
+}
+
+}  // namespace comm

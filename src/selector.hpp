@@ -1,0 +1,68 @@
+#pragma once
+// Chooses an algorithm per (collective, message size). Order of authority:
+// a per-call name (checked by the communicator), then the override rules
+// (COMM_ALGO), then the cost model. The cost model's choice is made per
+// power-of-two size bucket [2^b, 2^(b+1)), evaluated at 2^b, lazily on first
+// use, and cached. Inputs are identical on every rank (the link matrix is
+// exchanged at creation), so every rank chooses identically.
+//
+// "Message size" is the larger of the per-rank input and output buffers in
+// bytes (allreduce: the buffer; allgather: the gathered output; reduce_scatter
+// and all_to_all: the whole input).
+
+#include "algorithms/algorithm.hpp"
+#include "cost_model.hpp"
+#include "override_parser.hpp"
+
+#include <comm/communicator.hpp>
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace comm {
+
+class Selector {
+ public:
+  Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
+           std::vector<OverrideRule> overrides, NativeCollectives* native);
+
+  // Algorithm names that exist for `c` (ours, then the transport's native ones).
+  const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
+  bool is_native(Collective c, std::string_view name) const;
+
+  // The algorithm to run for `bytes` of `c` and why ("override" or "cost model").
+  const std::string& choose(Collective c, std::size_t bytes, const char** source = nullptr);
+
+  std::vector<CandidateCost> candidates(Collective c, std::size_t bytes);
+  std::vector<SelectionRange> table(Collective c, std::size_t max_bytes);
+
+  // Predicted time of `name` for `bytes` (negative if it has no prediction).
+  double predict(Collective c, std::string_view name, std::size_t bytes) const;
+
+  const LinkMatrix& links() const { return links_; }
+  const ComputeParams& compute() const { return compute_; }
+
+ private:
+  struct PerCollective {
+    std::vector<std::string> names;
+    std::vector<const algo::Algorithm*> ours;  // parallel to names; nullptr = native
+    std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
+  };
+  static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
+  algo::AlgoArgs model_args(Collective c, std::size_t bytes) const;
+  int evaluate(Collective c, std::size_t bytes) const;
+  const OverrideRule* override_for(Collective c, std::size_t bytes) const;
+
+  int nranks_;
+  LinkMatrix links_;
+  ComputeParams compute_;
+  std::size_t chunk_bytes_;
+  std::vector<OverrideRule> overrides_;
+  NativeCollectives* native_;
+  std::array<PerCollective, std::size(kAllCollectives)> per_coll_;
+  mutable std::vector<std::size_t> uniform_counts_, uniform_displs_;  // all_to_allv modelling
+};
+
+}  // namespace comm

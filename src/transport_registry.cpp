@@ -1,0 +1,167 @@
+// Transports by name. Built-in ones register on first use; any other name is
+// looked up as a plugin module libcomm_<name>.so (NCCL ships that way so the
+// core never depends on CUDA libraries).
+
+#include "builtin_transports.hpp"
+#include "log.hpp"
+
+#include <comm/transport.hpp>
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace comm {
+
+Transport::~Transport() = default;
+NativeCollectives::~NativeCollectives() = default;
+StreamEngine::~StreamEngine() = default;
+
+namespace {
+
+// Names a user may ask for that this build can know about even when absent.
+constexpr std::string_view kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl"};
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, TransportFactory, std::less<>> factories;
+  std::map<std::string, std::string, std::less<>> unavailable;  // name -> reason
+
+  Registry() {
+    register_builtin("local", register_local_transport);
+#if COMM_HAVE_UCX
+    register_builtin("ucx", register_ucx_transport);
+#else
+    unavailable["ucx"] = "this build of comm has no UCX support (configure with libucx-dev installed)";
+#endif
+#if COMM_HAVE_OFI
+    register_builtin("ofi", register_ofi_transport);
+#else
+    unavailable["ofi"] = "this build of comm has no libfabric support (configure with libfabric-dev installed)";
+#endif
+#if COMM_HAVE_GLOO
+    register_builtin("gloo", register_gloo_transport);
+#else
+    unavailable["gloo"] = "this build of comm has no Gloo support (configure with libgloo-dev installed)";
+#endif
+  }
+
+  // Run on first use by registry(), outside this constructor.
+  void register_builtin(std::string_view, void (*fn)()) { pending.push_back(fn); }
+  std::vector<void (*)()> pending;
+};
+
+// The registry without the built-ins guarantee: what register_transport uses,
+// because the built-in registration functions themselves call it.
+Registry& raw_registry() {
+  static Registry r;
+  return r;
+}
+
+Registry& registry() {
+  Registry& r = raw_registry();
+  static std::once_flag once;
+  std::call_once(once, [&r] {
+    for (auto fn : r.pending) fn();
+    r.pending.clear();
+  });
+  return r;
+}
+
+// The directory holding libcomm itself, for finding plugins installed beside it.
+std::string library_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&library_dir), &info) && info.dli_fname) {
+    std::string path = info.dli_fname;
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos) return path.substr(0, slash);
+  }
+  return {};
+}
+
+// Tries to load libcomm_<name>.so; returns "" on success or why it failed.
+std::string load_plugin(const std::string& name) {
+  const std::string file = "libcomm_" + name + ".so";
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("COMM_PLUGIN_PATH")) {
+    std::string paths = env;
+    std::size_t start = 0;
+    while (start <= paths.size()) {
+      auto end = paths.find(':', start);
+      if (end == std::string::npos) end = paths.size();
+      if (end > start) candidates.push_back(paths.substr(start, end - start) + "/" + file);
+      start = end + 1;
+    }
+  }
+  if (auto dir = library_dir(); !dir.empty()) candidates.push_back(dir + "/" + file);
+  candidates.push_back(file);
+  std::string errors;
+  for (const auto& path : candidates) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      errors += std::string(errors.empty() ? "" : "; ") + dlerror();
+      continue;
+    }
+    auto* reg = reinterpret_cast<void (*)()>(dlsym(handle, "comm_plugin_register"));
+    if (!reg) return path + " has no comm_plugin_register()";
+    reg();  // handle intentionally kept open: the factory's code lives there
+    COMM_INFO("loaded transport plugin " << path);
+    return {};
+  }
+  return "could not load " + file + " (" + errors + ")";
+}
+
+}  // namespace
+
+void register_transport(std::string name, TransportFactory factory) {
+  auto& r = raw_registry();
+  std::lock_guard lk(r.mu);
+  r.unavailable.erase(name);
+  r.factories[std::move(name)] = std::move(factory);
+}
+
+std::vector<std::string> available_transports() {
+  auto& r = registry();
+  for (std::string_view known : kKnownTransports) transport_unavailable_reason(known);
+  std::lock_guard lk(r.mu);
+  std::vector<std::string> out;
+  for (auto& [name, f] : r.factories) out.push_back(name);
+  return out;
+}
+
+std::string transport_unavailable_reason(std::string_view name) {
+  auto& r = registry();
+  {
+    std::lock_guard lk(r.mu);
+    if (r.factories.count(name)) return {};
+    if (auto it = r.unavailable.find(name); it != r.unavailable.end()) return it->second;
+  }
+  // Not built in: try a plugin once and remember the outcome.
+  std::string why = load_plugin(std::string(name));
+  std::lock_guard lk(r.mu);
+  if (r.factories.count(name)) return {};
+  if (why.empty()) why = "plugin libcomm_" + std::string(name) + ".so did not register '" + std::string(name) + "'";
+  r.unavailable[std::string(name)] = why;
+  return why;
+}
+
+std::unique_ptr<Transport> create_transport(std::string_view name, const TransportInit& init) {
+  if (std::string why = transport_unavailable_reason(name); !why.empty()) {
+    std::string names;
+    for (auto& n : available_transports()) names += (names.empty() ? "" : ", ") + n;
+    throw Error(ErrorCode::unknown_transport, "transport '" + std::string(name) +
+                                                  "' is not available: " + why +
+                                                  " (available: " + names + ")");
+  }
+  TransportFactory factory;
+  {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    factory = r.factories.find(name)->second;
+  }
+  return factory(init);
+}
+
+}  // namespace comm

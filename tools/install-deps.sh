@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing comm needs on a Debian 12 machine.
+# Idempotent: installs only what is missing. Needs root (or sudo) for apt.
+set -euo pipefail
+
+apt_packages=(build-essential cmake ninja-build pkg-config python3-pip
+              libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  echo "install-deps: apt-get install ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# NCCL headers and library for compiling the NCCL transport (it runs only on a GPU).
+# Conan for the packaging test.
+pip_install() {
+  python3 -m pip install -q --disable-pip-version-check "$@" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@"
+}
+python3 -c "import nvidia.nccl" 2>/dev/null || pip_install nvidia-nccl-cu13
+command -v conan >/dev/null 2>&1 || pip_install "conan>=2,<3"
+exit 0
