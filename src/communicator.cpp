@@ -12,7 +12,10 @@ namespace comm::detail {
 namespace {
 
 // Wire tag layout (kTagBits = 48): bits 46-47 say what kind of message this
-// is, so collectives and user send/recv can never match each other.
+// is, so collectives, user send/recv, the library's own checks and start-up
+// calibration (kind 3) can never match each other. Then 22 bits of sequence
+// number and the schedule step's 24-bit tag.
+constexpr std::uint64_t kInternalTag = 0;
 constexpr std::uint64_t kCollectiveTag = std::uint64_t{1} << 46;
 constexpr std::uint64_t kP2pTag = std::uint64_t{2} << 46;
 constexpr int kSeqShift = 24;
@@ -120,6 +123,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   // create communicators in the same order, so the counters agree.
   const auto generation = base->add("comm/created/" + std::to_string(config.rank), 1);
   c->base_store_ = base;
+  c->generation_ = static_cast<std::uint64_t>(generation);
   c->store_ = make_prefix_store(base, "c" + std::to_string(generation) + "/");
 
   TransportInit init{config.rank, config.world_size, c->store_, &c->config_};
@@ -136,12 +140,14 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
 
   c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), ComputeParams{}, config.chunk_bytes,
                                             std::move(overrides), c->transport_->native());
+  register_live(c.get());
   COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << config.transport
                                  << " ready");
   return c;
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  unregister_live(this);
   for (auto& op : active_) {
     if (op->exec) op->exec->cancel();
     if (op->state == Operation::State::running) {
@@ -223,10 +229,11 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     op->algorithm = "p2p";
   } else {
     op->algorithm = resolve_algorithm(call);
+    if (config_.check && !call.internal) check_consistency(call, op->algorithm);
   }
   // Only now, with every usage check passed, does the operation get numbers.
   op->id = next_id_++;
-  op->seq = p2p ? 0 : next_seq_++;
+  op->seq = p2p ? 0 : call.internal ? next_internal_seq_++ : next_seq_++;
   op->started = Clock::now();
   op->deadline = op->started + op->timeout;
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
@@ -267,7 +274,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
                                               " ranks (" + std::string(algorithm->summary) + ")");
     if (caps_.stream_ordered) return run_streamed(std::move(op), call, *algorithm, args);
     schedule = plan(*algorithm, args);
-    tag_base = kCollectiveTag | ((op->seq & kSeqMask) << kSeqShift);
+    tag_base = (call.internal ? kInternalTag : kCollectiveTag) | ((op->seq & kSeqMask) << kSeqShift);
   }
 
   ExecBuffers bufs{static_cast<const std::byte*>(call.input), static_cast<std::byte*>(call.output), nullptr};
@@ -396,7 +403,7 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
     std::lock_guard lk(failure_mu_);
     if (first_error_.empty()) first_error_ = message;
   }
-  failed_.store(true, std::memory_order_release);
+  const bool first = !failed_.exchange(true, std::memory_order_acq_rel);
   COMM_WARN(message);
   for (auto& op : active_) {
     if (op->exec) op->exec->cancel();
@@ -413,6 +420,7 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
                      op->exec ? op->exec->steps_total() : 0, op->message);
   }
   active_.clear();
+  if (first && !config_.dump_dir.empty()) dump_flight_recorder(std::string(to_string(code)));
 }
 
 void CommunicatorImpl::check_deadlines(Clock::time_point now) {

@@ -40,7 +40,11 @@ struct Call {
   MemoryKind memory = MemoryKind::host;
   const CallOptions* options = nullptr;
   std::span<const std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+  bool internal = false;      // the library's own traffic (consistency check): own tag space
 };
+
+void register_live(const CommunicatorImpl* c);
+void unregister_live(const CommunicatorImpl* c) noexcept;
 
 // Scratch memory reused across operations (page faults on fresh large
 // buffers would otherwise dominate large collectives).
@@ -103,7 +107,10 @@ class CommunicatorImpl {
   void abort() noexcept;
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
   std::unique_ptr<CommunicatorImpl> split(int color, int key);
-  std::string flight_recorder_json() const { return recorder_.json(rank_); }
+  // The flight recorder as JSON; `reason` says why it is dumped.
+  std::string flight_recorder_json(const std::string& reason = "request") const;
+  // Writes the dump to Config::dump_dir (if set) or stderr; never throws.
+  void dump_flight_recorder(const std::string& reason) const noexcept;
 
   // Resolves the algorithm name a call will run (per-call name, override, cost model).
   std::string resolve_algorithm(const Call& call);
@@ -118,6 +125,7 @@ class CommunicatorImpl {
   void fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept;
   void check_deadlines(Clock::time_point now);
   void throw_if_failed(const Operation& op) const;
+  void check_consistency(const Call& call, const std::string& algorithm);
   std::shared_ptr<Operation> run_native(std::shared_ptr<Operation> op, const Call& call);
   std::shared_ptr<Operation> run_streamed(std::shared_ptr<Operation> op, const Call& call,
                                           const algo::Algorithm& a, const algo::AlgoArgs& args);
@@ -132,7 +140,9 @@ class CommunicatorImpl {
   std::unique_ptr<Selector> selector_;
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
+  std::uint64_t next_internal_seq_ = 0;
   std::uint64_t splits_ = 0;
+  std::uint64_t generation_ = 0;  // which communicator of this store this is
   std::vector<std::shared_ptr<Operation>> active_;
   using PlanKey = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t>;
   std::map<PlanKey, std::shared_ptr<const Schedule>> plans_;

@@ -57,9 +57,9 @@ void FlightRecorder::update(std::uint64_t id, const std::string& state, std::siz
   if (!error.empty()) r.error = error;
 }
 
-std::string FlightRecorder::json(int rank) const {
+std::string FlightRecorder::json(const std::string& header) const {
   std::lock_guard lk(mu_);
-  std::string out = "{\"rank\":" + std::to_string(rank) + ",\"operations\":[";
+  std::string out = "{" + header + ",\"operations\":[";
   const std::uint64_t n = std::min<std::uint64_t>(recorded_, ring_.size());
   const std::uint64_t first = recorded_ - n;
   char buf[256];

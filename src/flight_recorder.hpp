@@ -38,7 +38,8 @@ class FlightRecorder {
   void record(const FlightRecord& r);
   void update(std::uint64_t id, const std::string& state, std::size_t steps_done, std::size_t steps_total,
               const std::string& error = {});
-  std::string json(int rank) const;
+  // {<header>,"operations":[...]}; header is ready-made JSON members.
+  std::string json(const std::string& header) const;
   double now_us() const;
 
  private:

@@ -24,6 +24,8 @@
 ///   COMM_OFI_PROVIDER libfabric provider, e.g. "tcp;ofi_rxm" or "shm" (default: automatic)
 ///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
 ///   COMM_FLIGHT_RECORDER  number of operations each rank remembers (default 256)
+///   COMM_DUMP_DIR     where flight-recorder dumps go (comm-flight-<rank>.json; on timeout, failure
+///                     and SIGUSR1); default: written to stderr only on SIGUSR1
 /// Unparseable values throw comm::Error(invalid_config) naming the variable.
 
 #include <comm/export.hpp>
@@ -60,6 +62,7 @@ struct COMM_API Config {
   std::string ofi_provider;
   std::string iface;
   std::size_t flight_recorder_size = 256;
+  std::string dump_dir;
   /// Free-form transport-specific settings ("key" -> "value"), for plugins.
   std::map<std::string, std::string> transport_options;
 

@@ -1,0 +1,174 @@
+// Never hang silently: the consistency check names both mismatching calls on
+// every rank, flight-recorder dumps, and teardown that leaks no descriptors.
+
+#include "local_group.hpp"
+
+#include <comm/comm.hpp>
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace comm;
+using comm::test::run_local;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Runs `call` on 2 checked ranks where rank 1 calls differently; returns each rank's error text.
+std::vector<std::string> mismatch(const std::function<void(Communicator&)>& call) {
+  Config cfg;
+  cfg.check = true;
+  std::vector<std::string> errors(2);
+  run_local(2, cfg, [&](Communicator& c) {
+    try {
+      call(c);
+      errors[static_cast<std::size_t>(c.rank())] = "no error";
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::mismatch);
+      errors[static_cast<std::size_t>(c.rank())] = e.what();
+    }
+    CHECK(c.failed());
+  });
+  return errors;
+}
+
+int count_entries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("consistency check passes matching calls") {
+  Config cfg;
+  cfg.check = true;
+  run_local(3, cfg, [](Communicator& c) {
+    std::vector<float> v(10, 1.0f);
+    c.allreduce(view(v), ReduceOp::sum);
+    c.broadcast(view(v), 2);
+    CHECK(v == std::vector<float>(10, 3.0f));
+    c.barrier();
+  });
+}
+
+TEST_CASE("consistency check: each field of a mismatch is named on every rank") {
+  SUBCASE("count") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> v(c.rank() == 0 ? 8192 : 4096);
+      c.allreduce(view(v), ReduceOp::sum);
+    });
+    for (auto& e : errs) {
+      CHECK(contains(e, "allreduce #0"));
+      CHECK(contains(e, "rank 1 called allreduce(count=4096, f32, sum"));
+      CHECK(contains(e, "rank 0 called allreduce(count=8192, f32, sum"));
+    }
+  }
+  SUBCASE("collective") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> v(4);
+      if (c.rank() == 0)
+        c.allreduce(view(v), ReduceOp::sum);
+      else
+        c.broadcast(view(v), 0);
+    });
+    for (auto& e : errs) CHECK(contains(e, "rank 1 called broadcast("));
+  }
+  SUBCASE("dtype") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> f(4);
+      std::vector<std::int32_t> i(4);
+      if (c.rank() == 0)
+        c.allreduce(view(f), ReduceOp::sum);
+      else
+        c.allreduce(view(i), ReduceOp::sum);
+    });
+    for (auto& e : errs) CHECK(contains(e, "count=4, i32, sum"));
+  }
+  SUBCASE("op") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> v(4);
+      c.allreduce(view(v), c.rank() == 0 ? ReduceOp::sum : ReduceOp::max);
+    });
+    for (auto& e : errs) CHECK(contains(e, "f32, max"));
+  }
+  SUBCASE("root") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> v(4);
+      c.broadcast(view(v), c.rank());
+    });
+    for (auto& e : errs) CHECK(contains(e, "root=1"));
+  }
+  SUBCASE("algorithm") {
+    auto errs = mismatch([](Communicator& c) {
+      std::vector<float> v(4);
+      CallOptions o;
+      o.algorithm = c.rank() == 0 ? "ring" : "direct";
+      c.allreduce(view(v), ReduceOp::sum, o);
+    });
+    for (auto& e : errs) CHECK(contains(e, "direct)"));
+  }
+}
+
+TEST_CASE("flight recorder lists operations with their states") {
+  run_local(2, [](Communicator& c) {
+    std::vector<float> v(4, 1.0f);
+    c.allreduce(view(v), ReduceOp::sum);
+    c.barrier();
+    const std::string json = c.flight_recorder_json();
+    CHECK(contains(json, "\"rank\":" + std::to_string(c.rank())));
+    CHECK(contains(json, "\"collective\":\"allreduce\""));
+    CHECK(contains(json, "\"collective\":\"barrier\""));
+    CHECK(contains(json, "\"state\":\"done\""));
+  });
+}
+
+TEST_CASE("a failure writes the flight recorder to COMM_DUMP_DIR") {
+  const auto dir = std::filesystem::temp_directory_path() / ("comm-dump-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Config cfg;
+  cfg.dump_dir = dir.string();
+  cfg.timeout = std::chrono::milliseconds(200);
+  CHECK_THROWS_AS(run_local(2, cfg,
+                            [](Communicator& c) {
+                              std::vector<float> v(4);
+                              if (c.rank() == 0) c.recv(view(v), 1);  // rank 1 never sends
+                            }),
+                  Error);
+  int dumps = 0;
+  for (auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    CHECK(contains(ss.str(), "\"reason\":\"timeout\""));
+    CHECK(contains(ss.str(), "\"state\":\"failed\""));
+    ++dumps;
+  }
+  CHECK(dumps == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("creating and destroying 200 communicators leaks no descriptors or threads") {
+  auto once = [] {
+    run_local(2, [](Communicator& c) {
+      std::vector<float> v(3, 1.0f);
+      c.allreduce(view(v), ReduceOp::sum);
+    });
+  };
+  once();  // process-wide one-time state (signal watcher) comes up here
+  const int fds = count_entries("/proc/self/fd");
+  const int threads = count_entries("/proc/self/task");
+  for (int i = 0; i < 200; ++i) once();
+  CHECK(count_entries("/proc/self/fd") == fds);
+  CHECK(count_entries("/proc/self/task") == threads);
+}
