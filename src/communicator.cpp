@@ -82,7 +82,7 @@ void ScratchPool::release(Lease lease) noexcept {
 }
 
 std::string Operation::describe() const {
-  std::string s = std::string(to_string(collective)) + " #" + std::to_string(seq) + " (" + algorithm + ", " +
+  std::string s = std::string(to_string(collective)) + " #" + std::to_string(seq) + " (" + std::string(algorithm) + ", " +
                   std::to_string(bytes) + " B " + std::string(to_string(dtype));
   if (collective == Collective::allreduce || collective == Collective::reduce ||
       collective == Collective::reduce_scatter)
@@ -148,6 +148,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
 
 CommunicatorImpl::~CommunicatorImpl() {
   unregister_live(this);
+  for (auto& op : operation_pool_) op->comm = nullptr;
   for (auto& op : active_) {
     if (op->exec) op->exec->cancel();
     if (op->state == Operation::State::running) {
@@ -172,18 +173,19 @@ void CommunicatorImpl::check_usable() const {
   }
 }
 
-std::string CommunicatorImpl::resolve_algorithm(const Call& call) {
+std::string_view CommunicatorImpl::resolve_algorithm(const Call& call) {
   const std::string_view asked = call.options ? call.options->algorithm : std::string_view{};
   if (!asked.empty() && asked != "auto") {
     const auto& names = selector_->names(call.collective);
-    if (std::find(names.begin(), names.end(), asked) == names.end()) {
+    const auto it = std::find(names.begin(), names.end(), asked);
+    if (it == names.end()) {
       std::string valid;
       for (auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
       throw Error(ErrorCode::unknown_algorithm, std::string(to_string(call.collective)) + ": no algorithm '" +
                                                     std::string(asked) + "' on transport '" + config_.transport +
                                                     "' (valid: " + valid + ")");
     }
-    return std::string(asked);
+    return *it;
   }
   return selector_->choose(call.collective, selection_bytes(call));
 }
@@ -191,8 +193,14 @@ std::string CommunicatorImpl::resolve_algorithm(const Call& call) {
 std::shared_ptr<const Schedule> CommunicatorImpl::plan(const algo::Algorithm& a, const algo::AlgoArgs& args) {
   const bool cacheable = args.collective != Collective::all_to_allv;
   const PlanKey key{&a, args.count, args.elem_size, args.root, args.chunk_elems};
-  if (cacheable)
-    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  if (cacheable) {
+    for (auto& [k, s] : recent_plans_)
+      if (s && k == key) return s;
+    if (auto it = plans_.find(key); it != plans_.end()) {
+      recent_plans_[recent_next_++ % recent_plans_.size()] = *it;
+      return it->second;
+    }
+  }
   ScheduleBuilder b;
   a.build(args, b);
   auto s = std::make_shared<const Schedule>(std::move(b).finish());
@@ -200,6 +208,7 @@ std::shared_ptr<const Schedule> CommunicatorImpl::plan(const algo::Algorithm& a,
     constexpr std::size_t kMaxPlans = 512;
     if (plans_.size() >= kMaxPlans) plans_.clear();
     plans_.emplace(key, s);
+    recent_plans_[recent_next_++ % recent_plans_.size()] = {key, s};
   }
   return s;
 }
@@ -215,8 +224,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
                                             ": a host buffer was given to transport '" + config_.transport +
                                             "', which moves only CUDA device memory; pass device buffers");
 
-  auto op = std::make_shared<Operation>();
-  op->comm = this;
+  auto op = acquire_operation();
   op->collective = call.collective;
   op->dtype = call.dtype;
   op->op = call.op;
@@ -226,7 +234,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
 
   const bool p2p = call.collective == Collective::send || call.collective == Collective::recv;
   if (p2p) {
-    op->algorithm = "p2p";
+    op->algorithm = "p2p";  // a literal: lives forever
   } else {
     op->algorithm = resolve_algorithm(call);
     if (config_.check && !call.internal) check_consistency(call, op->algorithm);
@@ -237,7 +245,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   op->started = Clock::now();
   op->deadline = op->started + op->timeout;
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
-                    "posted", 0, 0, recorder_.now_us(), -1, {}});
+                    OpState::posted, 0, 0, recorder_.now_us(), -1, {}});
 
   if (!p2p && selector_->is_native(call.collective, op->algorithm)) return run_native(std::move(op), call);
 
@@ -270,7 +278,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     args.recv_displs = call.recv_displs;
     if (algorithm->eligible && !algorithm->eligible(args))
       throw Error(ErrorCode::unsupported, std::string(to_string(call.collective)) + ": algorithm '" +
-                                              op->algorithm + "' cannot run on " + std::to_string(size_) +
+                                              std::string(op->algorithm) + "' cannot run on " + std::to_string(size_) +
                                               " ranks (" + std::string(algorithm->summary) + ")");
     if (caps_.stream_ordered) return run_streamed(std::move(op), call, *algorithm, args);
     schedule = plan(*algorithm, args);
@@ -299,9 +307,29 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     op->avg_data = call.output;
     op->avg_count = call.out_bytes / esize;
   }
-  op->exec = std::make_unique<Execution>(std::move(schedule), *transport_, bufs, call.dtype, call.op, tag_base);
+  if (!op->exec) op->exec = std::make_unique<Execution>(*transport_);
+  op->exec->start(std::move(schedule), bufs, call.dtype, call.op, tag_base);
   active_.push_back(op);
   progress_all();
+  return op;
+}
+
+std::shared_ptr<Operation> CommunicatorImpl::acquire_operation() {
+  // Only the pool holds it: neither the user (Work) nor active_ does.
+  for (auto& pooled : operation_pool_)
+    if (pooled.use_count() == 1) {
+      Operation& op = *pooled;
+      op.input_copy.clear();
+      op.avg_data = nullptr;
+      op.avg_count = 0;
+      op.state = Operation::State::running;
+      op.message.clear();
+      return pooled;
+    }
+  auto op = std::make_shared<Operation>();
+  op->comm = this;
+  constexpr std::size_t kPoolSize = 8;
+  if (operation_pool_.size() < kPoolSize) operation_pool_.push_back(op);
   return op;
 }
 
@@ -332,12 +360,12 @@ std::shared_ptr<Operation> CommunicatorImpl::run_native(std::shared_ptr<Operatio
     op->state = Operation::State::failed;
     op->code = e.code();
     op->message = op->describe() + ": " + e.what();
-    recorder_.update(op->id, "failed", 0, 1, op->message);
+    recorder_.update(op->id, OpState::failed, 0, 1, op->message);
     if (!e.is_usage()) fail_all(e.code(), op->message, op.get());
     throw Error(op->code, op->message);
   }
   op->state = Operation::State::done;
-  recorder_.update(op->id, "done", 1, 1);
+  recorder_.update(op->id, OpState::done, 1, 1);
   return op;
 }
 
@@ -360,19 +388,19 @@ std::shared_ptr<Operation> CommunicatorImpl::run_streamed(std::shared_ptr<Operat
     op->state = Operation::State::failed;
     op->code = e.code();
     op->message = op->describe() + ": " + e.what();
-    recorder_.update(op->id, "failed", 0, schedule->steps.size(), op->message);
+    recorder_.update(op->id, OpState::failed, 0, schedule->steps.size(), op->message);
     if (!e.is_usage()) fail_all(e.code(), op->message, op.get());
     throw Error(op->code, op->message);
   }
   op->state = Operation::State::done;
-  recorder_.update(op->id, "done", schedule->steps.size(), schedule->steps.size());
+  recorder_.update(op->id, OpState::done, schedule->steps.size(), schedule->steps.size());
   return op;
 }
 
 void CommunicatorImpl::finish(Operation& op) {
   if (op.avg_data && op.avg_count) kernels::finish_avg(op.avg_data, op.avg_count, op.dtype, size_);
   op.state = Operation::State::done;
-  recorder_.update(op.id, "done", op.exec->steps_done(), op.exec->steps_total());
+  recorder_.update(op.id, OpState::done, op.exec->steps_done(), op.exec->steps_total());
   scratch_pool_.release(std::move(op.scratch));
   op.input_copy = {};
 }
@@ -416,7 +444,7 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
       op->code = code == ErrorCode::aborted ? code : ErrorCode::communicator_failed;
       op->message = op->describe() + " failed because " + message;
     }
-    recorder_.update(op->id, "failed", op->exec ? op->exec->steps_done() : 0,
+    recorder_.update(op->id, OpState::failed, op->exec ? op->exec->steps_done() : 0,
                      op->exec ? op->exec->steps_total() : 0, op->message);
   }
   active_.clear();

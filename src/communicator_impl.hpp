@@ -11,6 +11,7 @@
 
 #include <comm/communicator.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -66,7 +67,7 @@ struct Operation {
   std::uint64_t id = 0;              // this rank's operation number
   std::uint64_t seq = 0;             // collective sequence number (tag space)
   Collective collective = Collective::allreduce;
-  std::string algorithm;
+  std::string_view algorithm;        // points into the selector's names (or a literal)
   std::size_t bytes = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
@@ -113,7 +114,7 @@ class CommunicatorImpl {
   void dump_flight_recorder(const std::string& reason) const noexcept;
 
   // Resolves the algorithm name a call will run (per-call name, override, cost model).
-  std::string resolve_algorithm(const Call& call);
+  std::string_view resolve_algorithm(const Call& call);
   static std::size_t selection_bytes(const Call& call) { return std::max(call.in_bytes, call.out_bytes); }
 
  private:
@@ -125,7 +126,8 @@ class CommunicatorImpl {
   void fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept;
   void check_deadlines(Clock::time_point now);
   void throw_if_failed(const Operation& op) const;
-  void check_consistency(const Call& call, const std::string& algorithm);
+  void check_consistency(const Call& call, std::string_view algorithm);
+  std::shared_ptr<Operation> acquire_operation();
   std::shared_ptr<Operation> run_native(std::shared_ptr<Operation> op, const Call& call);
   std::shared_ptr<Operation> run_streamed(std::shared_ptr<Operation> op, const Call& call,
                                           const algo::Algorithm& a, const algo::AlgoArgs& args);
@@ -146,6 +148,11 @@ class CommunicatorImpl {
   std::vector<std::shared_ptr<Operation>> active_;
   using PlanKey = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t>;
   std::map<PlanKey, std::shared_ptr<const Schedule>> plans_;
+  // Most recently used plans, checked before the map: decode loops repeat a few sizes.
+  std::array<std::pair<PlanKey, std::shared_ptr<const Schedule>>, 4> recent_plans_{};
+  std::size_t recent_next_ = 0;
+  // Operations the user no longer holds are reused (with their Execution arrays).
+  std::vector<std::shared_ptr<Operation>> operation_pool_;
   ScratchPool scratch_pool_;
   void* stream_scratch_ = nullptr;
   std::size_t stream_scratch_bytes_ = 0;

@@ -114,7 +114,7 @@ void CommunicatorImpl::dump_flight_recorder(const std::string& reason) const noe
   }
 }
 
-void CommunicatorImpl::check_consistency(const Call& call, const std::string& algorithm) {
+void CommunicatorImpl::check_consistency(const Call& call, std::string_view algorithm) {
   const auto& names = selector_->names(call.collective);
   const auto algo_index = std::find(names.begin(), names.end(), algorithm) - names.begin();
   const CallSignature mine{static_cast<std::int64_t>(next_seq_), static_cast<std::int64_t>(call.collective),

@@ -7,27 +7,34 @@
 
 namespace comm {
 
-Execution::Execution(std::shared_ptr<const Schedule> schedule, Transport& transport, ExecBuffers buffers,
-                     DataType dtype, ReduceOp op, std::uint64_t tag_base)
-    : schedule_(std::move(schedule)),
-      transport_(transport),
-      buffers_(buffers),
-      dtype_(dtype),
-      op_(op),
-      esize_(dtype_size(dtype)),
-      tag_base_(tag_base),
-      total_(schedule_->steps.size()) {
+void Execution::start(std::shared_ptr<const Schedule> schedule, ExecBuffers buffers, DataType dtype,
+                      ReduceOp op, std::uint64_t tag_base) {
+  cancel();
+  schedule_ = std::move(schedule);
+  buffers_ = buffers;
+  dtype_ = dtype;
+  op_ = op;
+  esize_ = dtype_size(dtype);
+  tag_base_ = tag_base;
+  total_ = schedule_->steps.size();
+  completed_ = 0;
+  failed_ = false;
+  error_message_.clear();
+  if (total_ > completions_capacity_) {
+    completions_ = std::make_unique<Completion[]>(total_);
+    completions_capacity_ = total_;
+  } else {
+    for (std::size_t i = 0; i < total_; ++i) completions_[i].reset();
+  }
   const auto& steps = schedule_->steps;
-  completions_ = std::make_unique<Completion[]>(total_);
   missing_deps_.resize(total_);
-  ready_.reserve(total_);
-  in_flight_.reserve(total_);
-  for (std::size_t i = 0; i < total_; ++i) {
+  ready_.clear();
+  in_flight_.clear();
+  // ready_ is a stack: push in reverse so steps run in schedule order where possible.
+  for (std::size_t i = total_; i-- > 0;) {
     missing_deps_[i] = steps[i].num_deps;
     if (steps[i].num_deps == 0) ready_.push_back(static_cast<StepId>(i));
   }
-  // Run steps in schedule order where possible: ready_ is used as a stack.
-  std::reverse(ready_.begin(), ready_.end());
 }
 
 Execution::~Execution() { cancel(); }

@@ -21,12 +21,15 @@ struct ExecBuffers {
   std::byte* scratch = nullptr;
 };
 
+// Reusable: an operation object keeps its Execution (and its arrays) from one
+// call to the next, so the hot path of a repeated small collective allocates nothing.
 class Execution {
  public:
-  // `tag_base` is OR-ed with each step's tag to form the wire tag.
-  Execution(std::shared_ptr<const Schedule> schedule, Transport& transport, ExecBuffers buffers,
-            DataType dtype, ReduceOp op, std::uint64_t tag_base);
+  explicit Execution(Transport& transport) : transport_(transport) {}
   ~Execution();  // cancels what is still posted
+  // Begins running `schedule`; `tag_base` is OR-ed with each step's tag to form the wire tag.
+  void start(std::shared_ptr<const Schedule> schedule, ExecBuffers buffers, DataType dtype, ReduceOp op,
+             std::uint64_t tag_base);
   Execution(const Execution&) = delete;
   Execution& operator=(const Execution&) = delete;
 
@@ -55,11 +58,12 @@ class Execution {
   std::shared_ptr<const Schedule> schedule_;
   Transport& transport_;
   ExecBuffers buffers_;
-  DataType dtype_;
-  ReduceOp op_;
-  std::size_t esize_;
-  std::uint64_t tag_base_;
+  DataType dtype_ = DataType::f32;
+  ReduceOp op_ = ReduceOp::sum;
+  std::size_t esize_ = 4;
+  std::uint64_t tag_base_ = 0;
   std::unique_ptr<Completion[]> completions_;
+  std::size_t completions_capacity_ = 0;
   std::vector<std::uint32_t> missing_deps_;
   std::vector<StepId> ready_;
   std::vector<StepId> in_flight_;

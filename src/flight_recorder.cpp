@@ -25,6 +25,15 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+const char* state_name(OpState s) {
+  switch (s) {
+    case OpState::posted: return "posted";
+    case OpState::done: return "done";
+    case OpState::failed: return "failed";
+  }
+  return "?";
+}
+
 }  // namespace
 
 FlightRecorder::FlightRecorder(std::size_t capacity) { resize(capacity); }
@@ -45,7 +54,7 @@ void FlightRecorder::record(const FlightRecord& r) {
   ++recorded_;
 }
 
-void FlightRecorder::update(std::uint64_t id, const std::string& state, std::size_t steps_done,
+void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_done,
                             std::size_t steps_total, const std::string& error) {
   std::lock_guard lk(mu_);
   FlightRecord& r = ring_[id % ring_.size()];
@@ -53,7 +62,7 @@ void FlightRecorder::update(std::uint64_t id, const std::string& state, std::siz
   r.state = state;
   r.steps_done = steps_done;
   r.steps_total = steps_total;
-  if (state == "done" || state == "failed") r.end_us = now_us();
+  if (state != OpState::posted) r.end_us = now_us();
   if (!error.empty()) r.error = error;
 }
 
@@ -73,7 +82,7 @@ std::string FlightRecorder::json(const std::string& header) const {
                   std::string(to_string(r.collective)).c_str(), r.bytes, std::string(to_string(r.dtype)).c_str(),
                   std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total, r.start_us, r.end_us);
     out += buf;
-    out += "\"algorithm\":\"" + escape(r.algorithm) + "\",\"state\":\"" + r.state + "\"";
+    out += "\"algorithm\":\"" + escape(std::string(r.algorithm)) + "\",\"state\":\"" + state_name(r.state) + "\"";
     if (!r.error.empty()) out += ",\"error\":\"" + escape(r.error) + "\"";
     out += "}";
   }

@@ -9,20 +9,23 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace comm::detail {
+
+enum class OpState : std::uint8_t { posted, done, failed };
 
 struct FlightRecord {
   std::uint64_t id = 0;
   std::uint64_t seq = 0;
   Collective collective = Collective::allreduce;
-  std::string algorithm;
+  std::string_view algorithm;  // the communicator's names outlive its recorder entries
   std::size_t bytes = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   int root = -1;
-  std::string state = "posted";  // posted, running, done, failed
+  OpState state = OpState::posted;
   std::size_t steps_done = 0;
   std::size_t steps_total = 0;
   double start_us = 0;
@@ -36,7 +39,7 @@ class FlightRecorder {
   void resize(std::size_t capacity);
   // Thread safe (the recorder may be dumped from a signal-handling thread).
   void record(const FlightRecord& r);
-  void update(std::uint64_t id, const std::string& state, std::size_t steps_done, std::size_t steps_total,
+  void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
               const std::string& error = {});
   // {<header>,"operations":[...]}; header is ready-made JSON members.
   std::string json(const std::string& header) const;

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 apt_packages=(build-essential cmake ninja-build pkg-config python3-pip
-              libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev)
+              libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev
+              clang libclang-rt-14-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
