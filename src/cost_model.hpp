@@ -3,9 +3,11 @@
 // links and predicts the completion time of the slowest rank.
 //
 // Model: each message costs alpha(link) + bytes / beta(link); a rank has one
-// send port and one receive port (a message occupies the sender's send port
-// and the receiver's receive port for its bytes/beta); reduce steps cost
-// bytes / gamma, copies bytes / copy_gbps, both on the rank's compute unit.
+// send port and one receive port, and a message occupies the sender's send
+// port and the receiver's receive port for step_overhead_us + bytes/beta (so
+// a rank that sends n-1 tiny messages pays per message, not once); reduce
+// steps cost bytes / gamma, copies bytes / copy_gbps, both on the rank's
+// compute unit. Sends are eager: a transfer starts when both ports are free.
 
 #include "algorithms/algorithm.hpp"
 

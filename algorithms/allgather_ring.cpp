@@ -1,0 +1,58 @@
+// Ring all-gather: n-1 steps; at each step every rank forwards to its
+// successor the block it received at the previous step. Chunked so that a
+// chunk is forwarded as soon as it arrives. Each rank sends and receives
+// (n-1)/n of the result.
+
+#include "algorithms/builders.hpp"
+
+namespace comm::algo {
+
+void ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L, const Chunking& ch,
+                    const RingAllgatherSpec& spec, std::size_t tag_base) {
+  const int n = ring.n;
+  const int held = ring.pos + spec.shift;
+  const bool is_holder = spec.holder == ring.pos;
+  // Nobody sends to the holder: it has every block already.
+  const bool next_is_holder = spec.holder >= 0 && spec.holder == mod(ring.pos + 1LL, n);
+  std::vector<StepId> arrived(ch.chunks, kNoStep);  // receive of chunk c at the previous step
+  for (int s = 0; s + 1 < n; ++s) {
+    const auto send_blk = static_cast<std::size_t>(mod(held - s, n));
+    const auto recv_blk = static_cast<std::size_t>(mod(held - s - 1, n));
+    for (std::size_t c = 0; c < ch.chunks; ++c) {
+      const std::uint32_t tag = checked_tag(tag_base + static_cast<std::size_t>(s) * ch.chunks + c);
+      const std::size_t at = ch.begin(c);
+      if (const std::size_t len = ch.len(L.len[send_blk], c); len && !next_is_holder) {
+        Deps d;
+        Region src = out_region(L.out_off[send_blk] + at, len);
+        if (is_holder) {
+          src = in_region(L.in_off[send_blk] + at, len);
+        } else if (s == 0) {
+          if (spec.own_from_input) src = in_region(L.in_off[send_blk] + at, len);
+          if (spec.own_ready) d.add((*spec.own_ready)[c]);
+        } else {
+          d.add(arrived[c]);
+        }
+        b.send(ring.next, src, tag, d);
+      }
+      if (const std::size_t len = ch.len(L.len[recv_blk], c); len && !is_holder) {
+        Deps d;
+        if (spec.write_guard) d.add((*spec.write_guard)[recv_blk][c]);
+        arrived[c] = b.recv(ring.prev, out_region(L.out_off[recv_blk] + at, len), tag, d);
+      }
+    }
+  }
+}
+
+void build_allgather_ring(const AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.count == 0) return;
+  const BlockLayout L = BlockLayout::uniform(a.count, a.nranks, false, true);
+  const auto r = static_cast<std::size_t>(a.rank);
+  b.copy(out_region(L.out_off[r], a.count), in_region(0, a.count));
+  if (a.nranks == 1) return;
+  const Chunking ch = plan_chunks(a.count, a.chunk_elems, static_cast<std::size_t>(a.nranks - 1));
+  RingAllgatherSpec spec;
+  spec.own_from_input = true;  // the local copy and the first send overlap
+  ring_allgather(b, RingView::of_rank(a.rank, a.nranks), L, ch, spec, 0);
+}
+
+}  // namespace comm::algo

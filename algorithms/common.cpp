@@ -1,0 +1,62 @@
+// Building blocks shared by several algorithms that belong to no single
+// collective: block layouts, ring positions and the ordered fold.
+
+#include "algorithms/builders.hpp"
+
+#include <algorithm>
+
+namespace comm::algo {
+
+std::size_t BlockLayout::max_len() const {
+  return len.empty() ? 0 : *std::max_element(len.begin(), len.end());
+}
+
+BlockLayout BlockLayout::balanced(std::size_t count, int n) {
+  const Partition p{count, static_cast<std::size_t>(n)};
+  BlockLayout L;
+  for (std::size_t j = 0; j < p.parts; ++j) {
+    L.in_off.push_back(p.offset(j));
+    L.out_off.push_back(p.offset(j));
+    L.len.push_back(p.size(j));
+  }
+  return L;
+}
+
+BlockLayout BlockLayout::uniform(std::size_t count, int n, bool input_strided, bool output_strided) {
+  BlockLayout L;
+  for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
+    L.in_off.push_back(input_strided ? j * count : 0);
+    L.out_off.push_back(output_strided ? j * count : 0);
+    L.len.push_back(count);
+  }
+  return L;
+}
+
+RingView RingView::of_rank(int rank, int n) { return {rank, n, mod(rank + 1LL, n), mod(rank - 1LL, n)}; }
+
+StepId fold_in_order(ScheduleBuilder& b, const std::vector<Region>& x, const std::vector<StepId>& x_ready,
+                     Region acc, Region dst, const std::vector<StepId>& final_deps) {
+  Deps last;
+  for (StepId s : final_deps) last.add(s);
+  if (x.size() == 1) {
+    last.add(x_ready[0]);
+    return b.copy(dst, x[0], last);
+  }
+  // Intermediate results go to `acc`, never to dst: dst may alias an operand
+  // (in-place all-reduce), which must stay intact until its turn in the fold.
+  const std::size_t k = x.size();
+  StepId prev = kNoStep;
+  Region cur = x[0];
+  for (std::size_t i = 1; i + 1 < k; ++i) {
+    Deps d{prev, x_ready[i]};
+    if (i == 1) d.add(x_ready[0]);
+    prev = b.reduce(acc, cur, x[i], d);
+    cur = acc;
+  }
+  Deps d{prev, x_ready[k - 1]};
+  if (k == 2) d.add(x_ready[0]);
+  for (StepId s : final_deps) d.add(s);
+  return b.reduce(dst, cur, x[k - 1], d);
+}
+
+}  // namespace comm::algo

@@ -1,0 +1,237 @@
+// The cost model: exact predictions for hand-made schedules, and the
+// orderings between real algorithms that the selector relies on.
+
+#include "cost_model.hpp"
+
+#include "algorithms/algorithm.hpp"
+
+#include <comm/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace comm;
+
+namespace {
+
+LinkMatrix uniform_links(int n, double alpha_us, double beta_gbps) {
+  LinkMatrix m;
+  m.n = n;
+  m.links.assign(static_cast<std::size_t>(n) * n, LinkInfo{LinkKind::ib, alpha_us, beta_gbps, "test"});
+  for (int r = 0; r < n; ++r) m.links[static_cast<std::size_t>(r) * n + r] = {LinkKind::self, 0.0, 1e3, "self"};
+  return m;
+}
+
+algo::AlgoArgs args_for(Collective c, int n, std::size_t bytes, std::size_t chunk_bytes = std::size_t{1} << 20) {
+  algo::AlgoArgs a;
+  a.collective = c;
+  a.nranks = n;
+  a.elem_size = 4;
+  a.count = bytes / 4;
+  a.chunk_elems = std::max<std::size_t>(1, chunk_bytes / 4);
+  return a;
+}
+
+const algo::Algorithm& get(Collective c, const char* name) {
+  const algo::Algorithm* a = algo::find_algorithm(c, name);
+  REQUIRE(a != nullptr);
+  return *a;
+}
+
+double predict(const char* name, int n, std::size_t bytes, double alpha = 5.0, double beta = 10.0) {
+  return predict_us(get(Collective::allreduce, name), args_for(Collective::allreduce, n, bytes),
+                    uniform_links(n, alpha, beta), ComputeParams{});
+}
+
+// Rank 0 sends `count` elements to rank 1.
+void one_send(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.rank == 0) b.send(1, {BufferId::input, 0, a.count}, 7);
+  if (a.rank == 1) b.recv(0, {BufferId::output, 0, a.count}, 7);
+}
+// Rank 0 sends `count` elements to every other rank.
+void fan_out(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  for (int j = 1; j < a.nranks; ++j)
+    if (a.rank == 0)
+      b.send(j, {BufferId::input, 0, a.count}, 1);
+    else if (a.rank == j)
+      b.recv(0, {BufferId::output, 0, a.count}, 1);
+}
+// Rank 1 waits for a message nobody sends.
+void orphan_recv(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.rank == 1) b.recv(0, {BufferId::output, 0, a.count}, 3);
+}
+// Every rank reduces `count` elements once, then copies them.
+void local_only(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  const Region r{BufferId::output, 0, a.count};
+  const StepId s = b.reduce(r, {BufferId::input, 0, a.count}, r);
+  b.copy({BufferId::scratch, 0, a.count}, r, {s});
+  b.need_scratch(a.count);
+}
+
+}  // namespace
+
+TEST_CASE("cost model: one message costs alpha + bytes / beta") {
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  for (double alpha : {0.0, 2.5, 40.0})
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{4}, std::size_t{1} << 20}) {
+      const double beta = 12.5;  // GB/s = 12.5e3 bytes/us
+      const double want = alpha + static_cast<double>(bytes) / (beta * 1e3);
+      CHECK(predict_us(alg, args_for(Collective::send, 2, bytes), uniform_links(2, alpha, beta), ComputeParams{}) ==
+            doctest::Approx(want).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("cost model: a port carries one message per step_overhead_us + bytes / beta") {
+  const algo::Algorithm alg{"fan_out", Collective::broadcast, fan_out, nullptr, "test"};
+  ComputeParams cp;
+  cp.step_overhead_us = 0.25;
+  const double alpha = 3.0, beta = 2.0;
+  for (int n : {2, 5, 9})
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{4000}}) {
+      // The last of the n-1 messages starts after n-2 earlier ones held the port.
+      const double per_message = cp.step_overhead_us + static_cast<double>(bytes) / (beta * 1e3);
+      const double want = (n - 2) * per_message + alpha + static_cast<double>(bytes) / (beta * 1e3);
+      CHECK(predict_us(alg, args_for(Collective::broadcast, n, bytes), uniform_links(n, alpha, beta), cp) ==
+            doctest::Approx(want).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("cost model: local steps cost overhead + bytes / rate on the compute unit") {
+  const algo::Algorithm alg{"local_only", Collective::allreduce, local_only, nullptr, "test"};
+  ComputeParams cp;
+  cp.reduce_gbps = 4.0;
+  cp.copy_gbps = 16.0;
+  cp.step_overhead_us = 0.5;
+  const std::size_t bytes = 4000;
+  const double want = 2 * cp.step_overhead_us + bytes / (4.0 * 1e3) + bytes / (16.0 * 1e3);
+  CHECK(predict_us(alg, args_for(Collective::allreduce, 3, bytes), uniform_links(3, 1, 1), cp) ==
+        doctest::Approx(want).epsilon(1e-12));
+}
+
+TEST_CASE("cost model: the dissemination barrier costs ceil(log2 n) latencies") {
+  for (int n : {2, 3, 4, 5, 8, 13}) {
+    int rounds = 0;
+    while ((1 << rounds) < n) ++rounds;
+    CHECK(predict_us(get(Collective::barrier, "dissemination"), args_for(Collective::barrier, n, 0),
+                     uniform_links(n, 3.0, 10.0), ComputeParams{}) == doctest::Approx(3.0 * rounds));
+  }
+}
+
+TEST_CASE("cost model: direct wins tiny all-reduces, ring wins large ones") {
+  for (int n : {4, 8, 16}) {
+    INFO("n=", n);
+    CHECK(predict("direct", n, 8) < predict("ring", n, 8));
+    CHECK(predict("ring", n, std::size_t{64} << 20) < predict("direct", n, std::size_t{64} << 20));
+    // Two-shot sits between: one more latency than direct, ring-like bandwidth.
+    CHECK(predict("twoshot", n, std::size_t{64} << 20) < predict("direct", n, std::size_t{64} << 20));
+  }
+}
+
+TEST_CASE("cost model: the direct/ring crossover moves to larger sizes as alpha grows") {
+  auto crossover = [](double alpha) {
+    for (std::size_t bytes = 8; bytes <= (std::size_t{1} << 28); bytes <<= 1)
+      if (predict("ring", 8, bytes, alpha) < predict("direct", 8, bytes, alpha)) return bytes;
+    return std::size_t{0};
+  };
+  const std::size_t low = crossover(1.0), mid = crossover(10.0), high = crossover(100.0);
+  MESSAGE("ring beats direct from ", low, " B (alpha 1 us), ", mid, " B (10 us), ", high, " B (100 us)");
+  REQUIRE(low > 0);
+  CHECK(mid > low);
+  CHECK(high > mid);
+}
+
+TEST_CASE("cost model: ring all-reduce runs at 2(n-1)/n of the link for large messages") {
+  const int n = 4;
+  ComputeParams fast;
+  fast.reduce_gbps = 1e6;
+  fast.copy_gbps = 1e6;
+  fast.step_overhead_us = 0;
+  const std::size_t bytes = std::size_t{256} << 20;
+  const double beta = 20.0;
+  const double bound = 2.0 * (n - 1) / n * static_cast<double>(bytes) / (beta * 1e3);
+  const double got = predict_us(get(Collective::allreduce, "ring"), args_for(Collective::allreduce, n, bytes),
+                                uniform_links(n, 0.0, beta), fast);
+  CHECK(got >= bound * (1 - 1e-9));
+  CHECK(got <= bound * 1.05);
+}
+
+TEST_CASE("cost model: predictions grow with the message size and are deterministic") {
+  for (const algo::Algorithm& a : algo::all_algorithms()) {
+    if (a.collective == Collective::all_to_allv || a.collective == Collective::barrier) continue;
+    const int n = 6;
+    const auto links = uniform_links(n, 4.0, 25.0);
+    double prev = 0;
+    for (std::size_t bytes = 4; bytes <= (std::size_t{16} << 20); bytes <<= 2) {
+      INFO(to_string(a.collective), " ", a.name, " ", bytes, " B");
+      const double t = predict_us(a, args_for(a.collective, n, bytes, 64 << 10), links, ComputeParams{});
+      CHECK(t > 0);
+      CHECK(t >= prev * (1 - 1e-9));
+      CHECK(predict_us(a, args_for(a.collective, n, bytes, 64 << 10), links, ComputeParams{}) == t);
+      prev = t;
+    }
+  }
+}
+
+TEST_CASE("cost model: slower links cost more") {
+  for (const char* name : {"ring", "tree", "direct", "twoshot", "recursive_doubling", "rabenseifner"}) {
+    INFO(name);
+    CHECK(predict(name, 8, 1 << 20, 5.0, 10.0) < predict(name, 8, 1 << 20, 5.0, 1.0));
+    CHECK(predict(name, 8, 1 << 20, 5.0, 10.0) < predict(name, 8, 1 << 20, 50.0, 10.0));
+  }
+}
+
+// Timing limits hold for optimised builds; debug and sanitizer builds run
+// the same predictions but only report their times.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COMM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define COMM_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(NDEBUG) && !defined(COMM_TEST_SANITIZED)
+constexpr bool kTimed = true;
+#else
+constexpr bool kTimed = false;
+#endif
+
+TEST_CASE("cost model: n=16, 64 MiB, 1 MiB chunks is fast to predict") {
+  if (!kTimed) MESSAGE("unoptimised or sanitizer build: prediction times are reported, not checked");
+  for (const char* name : {"ring", "tree", "direct", "twoshot", "rabenseifner"}) {
+    double best_ms = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      predict(name, 16, std::size_t{64} << 20);
+      best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    MESSAGE(std::string(name), ": ", best_ms, " ms");
+    if (kTimed) CHECK(best_ms < 50.0);
+  }
+  // A tiny chunk size is capped (kMaxChunks), so even the deepest ring
+  // pipeline stays cheap to simulate.
+  const auto t0 = std::chrono::steady_clock::now();
+  predict_us(get(Collective::allreduce, "ring"), args_for(Collective::allreduce, 16, std::size_t{64} << 20, 8),
+             uniform_links(16, 5.0, 10.0), ComputeParams{});
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE("ring, 8-byte chunks: ", ms, " ms");
+  if (kTimed) CHECK(ms < 500.0);
+}
+
+TEST_CASE("cost model: broken schedules and link matrices are errors, not hangs") {
+  const algo::Algorithm orphan{"orphan", Collective::send, orphan_recv, nullptr, "test"};
+  try {
+    predict_us(orphan, args_for(Collective::send, 2, 64), uniform_links(2, 1, 1), ComputeParams{});
+    FAIL("a receive without a send must not be predicted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::internal);
+    CHECK(std::string(e.what()).find("deadlock") != std::string::npos);
+  }
+  const algo::Algorithm& ring = get(Collective::allreduce, "ring");
+  CHECK_THROWS_AS(predict_us(ring, args_for(Collective::allreduce, 4, 64), uniform_links(3, 1, 1), ComputeParams{}),
+                  Error);
+}
