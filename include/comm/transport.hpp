@@ -84,7 +84,9 @@ struct CollectiveArgs {
   Collective collective = Collective::allreduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  std::size_t count = 0;   ///< as in the Communicator call of the same collective
+  /// Elements: allreduce/broadcast/reduce/send/recv the buffer; reduce_scatter the
+  /// output; allgather the input; all_to_all one block (in.count / size()).
+  std::size_t count = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;            ///< broadcast/reduce root; send/recv peer

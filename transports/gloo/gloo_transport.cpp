@@ -1,0 +1,577 @@
+#include "gloo_transport.hpp"
+
+#include "log.hpp"
+
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <csignal>
+#include <fstream>
+#include <pthread.h>
+#include <sched.h>
+#include <system_error>
+#include <unistd.h>
+
+namespace comm {
+namespace gloo_detail {
+
+namespace {
+
+// Gloo's own collectives build slots as (prefix << 56) | (tag << 24) + delta
+// with prefixes 0x01..0x08. Ours carry 0x40 in the top byte, so the two can
+// never meet on one pair.
+constexpr std::uint64_t kSlotMarker = std::uint64_t{0x40} << 56;
+
+// Gloo reports neither the length of a received message nor tolerates one
+// longer than the posted receive (its event-loop thread aborts the process).
+// Bits 48..55 of the slot therefore carry a hash of the byte count: a send and
+// a receive of different sizes do not match, so a count mismatch between
+// ranks surfaces as a timeout instead of a crash (255 times in 256).
+std::uint64_t make_slot(std::uint64_t tag, std::size_t bytes) noexcept {
+  const std::uint64_t size_hash = (static_cast<std::uint64_t>(bytes) * 0x9E3779B97F4A7C15ull) >> 56;
+  return kSlotMarker | (size_hash << kTagBits) | tag;
+}
+
+// Link numbers measured on these machines (TRANSPORT-NOTES.md: Gloo TCP
+// unbound buffers, 8 B half round trip / 16 MiB one-way).
+constexpr double kTcpAlphaUs = 56.0;
+constexpr double kTcpBetaGbps = 2.8;
+constexpr double kSelfAlphaUs = 0.1;
+constexpr double kSelfBetaGbps = 13.7;
+
+constexpr std::chrono::microseconds kSpinBeforeSleep{30};
+
+ErrorCode classify(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  auto has = [&](const char* s) { return lower.find(s) != std::string::npos; };
+  if (has("timed out") || has("timeout")) return ErrorCode::timeout;
+  if (has("closed") || has("reset") || has("broken pipe") || has("refused") || has("eof"))
+    return ErrorCode::peer_failed;
+  return ErrorCode::transport_failure;
+}
+
+std::string hint(ErrorCode code) {
+  if (code == ErrorCode::timeout)
+    return " (a Gloo timeout closes every connection of the communicator; create a new one)";
+  if (code == ErrorCode::peer_failed) return " (the peer process exited, failed, or closed its connections)";
+  return "";
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+// Two ranks can reach each other over 127.0.0.1 only when they run on the
+// same kernel and in the same network namespace.
+std::string host_identity() {
+  std::string id = host_name();
+  id += '|';
+  id += read_first_line("/proc/sys/kernel/random/boot_id");
+  char ns[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+  id += '|';
+  if (n > 0) id.append(ns, static_cast<std::size_t>(n));
+  return id;
+}
+
+// Gloo's rendezvous store interface over ours; every wait is bounded.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(std::shared_ptr<comm::Store> store, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = store_->get(key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<comm::Store> store_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::string tag_text(std::uint64_t tag) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(tag));
+  return buf;
+}
+
+}  // namespace
+
+Error translate_current_exception(std::string_view what) {
+  const std::string prefix = std::string(what) + ": ";
+  try {
+    throw;
+  } catch (const Error& e) {
+    return e;
+  } catch (const gloo::IoException& e) {
+    const ErrorCode code = classify(e.what());
+    return Error(code, prefix + "Gloo I/O error: " + e.what() + hint(code));
+  } catch (const gloo::Exception& e) {
+    return Error(ErrorCode::transport_failure, prefix + "Gloo error: " + e.what());
+  } catch (const gloo::EnforceNotMet& e) {
+    return Error(ErrorCode::transport_failure, prefix + "Gloo internal check failed: " + e.what());
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::transport_failure, prefix + e.what());
+  } catch (...) {
+    return Error(ErrorCode::transport_failure, prefix + "unknown exception from Gloo");
+  }
+}
+
+SigpipeBlock::SigpipeBlock() noexcept {
+  sigemptyset(&pipe_);
+  sigaddset(&pipe_, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+}
+
+SigpipeBlock::~SigpipeBlock() {
+  if (!was_pending_) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe_, nullptr, &zero);
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
+
+/// One isend/irecv handed to Gloo. `completion` is null once cancelled; the
+/// result fields are written by the completion thread before `finished`.
+struct GlooTransport::PendingOp {
+  Completion* completion = nullptr;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  bool is_send = false;
+  int peer = -1;
+  std::uint64_t tag = 0;
+  std::size_t bytes = 0;
+  bool finished = false;
+  bool ok = false;
+  ErrorCode code = ErrorCode::internal;
+  std::string message;
+
+  std::string describe() const {
+    return std::string("gloo ") + (is_send ? "send to" : "recv from") + " rank " + std::to_string(peer) +
+           " (tag " + tag_text(tag) + ", " + std::to_string(bytes) + " B)";
+  }
+};
+
+/// A completion thread. Gloo offers only blocking waits whose expiry poisons
+/// the context, so each posted operation gets a thread blocked in Gloo's wait.
+/// Threads are reused; there are as many as operations were ever pending at
+/// once. (One thread waiting in posting order would report a finished
+/// operation late while blocked on an earlier one, and such a delay can
+/// deadlock a schedule whose peers wait on what that operation unblocks.)
+struct GlooTransport::Waiter {
+  std::thread thread;
+  std::condition_variable cv;
+  std::shared_ptr<PendingOp> job;  // guarded by mutex_
+};
+
+GlooTransport::GlooTransport(const TransportInit& init)
+    : rank_(init.rank),
+      size_(init.size),
+      timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}),
+      backstop_(timeout_ * 4 + std::chrono::seconds(60)),
+      native_(*this) {
+  if (!init.store)
+    throw Error(ErrorCode::invalid_config, "gloo transport: no store was given to meet the other ranks");
+  auto store = make_prefix_store(init.store, "gloo/");
+  const std::string me = std::to_string(rank_);
+
+  // Decide the listening address: COMM_IFACE if given; loopback when every
+  // rank shares this host's kernel and network namespace; else the host name.
+  const std::string identity = host_identity();
+  store->set("host/" + me, identity);
+  std::vector<std::string> identities(static_cast<std::size_t>(size_));
+  bool one_host = true;
+  for (int r = 0; r < size_; ++r) {
+    identities[static_cast<std::size_t>(r)] = store->get("host/" + std::to_string(r), timeout_);
+    one_host = one_host && identities[static_cast<std::size_t>(r)] == identity;
+  }
+  std::string address;
+  if (init.config && !init.config->iface.empty())
+    address = init.config->iface;
+  else if (one_host)
+    address = "127.0.0.1";
+  else
+    address = host_name();
+  store->set("addr/" + me, address);
+
+  // Gloo's event-loop thread starts inside CreateDevice and inherits this mask.
+  const SigpipeBlock no_sigpipe;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = address;
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    // Pairs copy the context timeout when connectFullMesh creates them.
+    context_->setTimeout(timeout_);
+    StoreAdapter adapter(store, timeout_);
+    context_->connectFullMesh(adapter, device_);
+  } catch (...) {
+    throw translate_current_exception("gloo transport: rank " + me + " of " + std::to_string(size_) +
+                                      " connecting from " + address);
+  }
+
+  peer_address_.resize(static_cast<std::size_t>(size_));
+  same_host_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    peer_address_[i] = store->get("addr/" + std::to_string(r), timeout_);
+    same_host_[i] = identities[i] == identity;
+  }
+  COMM_INFO("gloo transport: rank " << rank_ << "/" << size_ << " on " << address << " ("
+                                    << (one_host ? "all ranks on this host" : "several hosts") << ")");
+}
+
+GlooTransport::~GlooTransport() {
+  bool live = false;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (const auto& w : waiters_) live = live || w->job != nullptr;
+  }
+  // Operations still inside Gloo could touch their buffers after we return;
+  // only closing the connections stops that. Without such operations the
+  // context closes gently on destruction, so data already written still arrives.
+  if (live) close_connections("the transport was destroyed while operations were pending");
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& w : waiters_) w->cv.notify_all();
+  }
+  for (const auto& w : waiters_)
+    if (w->thread.joinable()) w->thread.join();
+}
+
+TransportCaps GlooTransport::caps() const noexcept {
+  // Host memory only; wait() sleeps; a dead peer closes its socket, which Gloo sees at once.
+  return TransportCaps{.host_memory = true, .cuda_memory = false, .stream_ordered = false, .can_block = true,
+                       .peer_failure_detection = true};
+}
+
+LinkInfo GlooTransport::link(int peer) const {
+  if (peer < 0 || peer >= size_)
+    throw Error(ErrorCode::invalid_argument, "gloo link: peer " + std::to_string(peer) + " is outside [0, " +
+                                                 std::to_string(size_) + ")");
+  if (peer == rank_) return {LinkKind::self, kSelfAlphaUs, kSelfBetaGbps, "gloo self (memcpy)"};
+  const auto i = static_cast<std::size_t>(peer);
+  return {LinkKind::tcp, kTcpAlphaUs, kTcpBetaGbps,
+          "gloo tcp " + peer_address_[i] + (same_host_[i] ? " (same host)" : " (other host)")};
+}
+
+void GlooTransport::check_args(std::string_view op, int peer, std::uint64_t tag, const void* data,
+                               std::size_t bytes) const {
+  if (peer < 0 || peer >= size_)
+    throw Error(ErrorCode::invalid_argument, "gloo " + std::string(op) + ": peer " + std::to_string(peer) +
+                                                 " is outside [0, " + std::to_string(size_) + ")");
+  if (tag >> kTagBits)
+    throw Error(ErrorCode::invalid_argument, "gloo " + std::string(op) + ": tag " + tag_text(tag) +
+                                                 " uses more than " + std::to_string(kTagBits) + " bits");
+  if (bytes > 0 && data == nullptr)
+    throw Error(ErrorCode::invalid_argument,
+                "gloo " + std::string(op) + ": null buffer for " + std::to_string(bytes) + " B");
+}
+
+void GlooTransport::isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
+  check_args("isend", peer, tag, data, bytes);
+  if (peer == rank_) return self_send(tag, data, bytes, c);
+  // Gloo's unbound buffer needs a writable pointer; a send only reads it.
+  post(true, peer, tag, const_cast<void*>(data), bytes, c);
+}
+
+void GlooTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
+  check_args("irecv", peer, tag, data, bytes);
+  if (peer == rank_) return self_recv(tag, data, bytes, c);
+  post(false, peer, tag, data, bytes, c);
+}
+
+void GlooTransport::post(bool is_send, int peer, std::uint64_t tag, void* data, std::size_t bytes,
+                         Completion& c) {
+  auto op = std::make_shared<PendingOp>();
+  op->completion = &c;
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->bytes = bytes;
+  if (failed_.load(std::memory_order_acquire)) {
+    c.fail(ErrorCode::transport_failure, op->describe() + ": " + failure_reason());
+    return;
+  }
+  // Gloo wants a non-null pointer even for an empty message.
+  static std::byte empty_message[1];
+  // Completion threads started below inherit the blocked SIGPIPE too.
+  const SigpipeBlock no_sigpipe;
+  try {
+    op->buffer = context_->createUnboundBuffer(data ? data : empty_message, bytes);
+    if (is_send)
+      op->buffer->send(peer, make_slot(tag, bytes), 0, bytes);
+    else
+      op->buffer->recv(peer, make_slot(tag, bytes), 0, bytes);
+  } catch (...) {
+    const Error e = translate_current_exception(op->describe());
+    c.fail(e.code(), e.what());
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  pending_.emplace(&c, op);
+  try {
+    hand_to_waiter(op);
+  } catch (const std::system_error& e) {
+    // The operation is inside Gloo but nothing will report it; Gloo cannot
+    // withdraw it, so the connections must go.
+    pending_.erase(&c);
+    lock.unlock();
+    const std::string reason = op->describe() + ": could not start a completion thread (" + e.what() + ")";
+    close_connections(reason);
+    c.fail(ErrorCode::transport_failure, reason);
+  }
+}
+
+void GlooTransport::hand_to_waiter(std::shared_ptr<PendingOp> op) {
+  if (!idle_.empty()) {
+    Waiter* w = idle_.back();
+    idle_.pop_back();
+    w->job = std::move(op);
+    w->cv.notify_one();
+    return;
+  }
+  auto w = std::make_unique<Waiter>();
+  w->job = std::move(op);
+  w->thread = std::thread(&GlooTransport::waiter_main, this, w.get());
+  waiters_.push_back(std::move(w));
+  COMM_DEBUG("gloo transport: " << waiters_.size() << " completion threads");
+}
+
+void GlooTransport::waiter_main(Waiter* w) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    w->cv.wait(lock, [&] { return w->job != nullptr || stopping_; });
+    if (!w->job) return;
+    const std::shared_ptr<PendingOp> op = w->job;
+    lock.unlock();
+    wait_for_op(*op);
+    lock.lock();
+    w->job.reset();
+    op->finished = true;
+    if (op->completion) {
+      finished_.push_back(op);
+      has_finished_.store(true, std::memory_order_release);
+      progress_cv_.notify_all();
+    }
+    if (stopping_) return;
+    idle_.push_back(w);
+  }
+}
+
+void GlooTransport::wait_for_op(PendingOp& op) {
+  try {
+    const bool completed =
+        op.is_send ? op.buffer->waitSend(nullptr, backstop_) : op.buffer->waitRecv(nullptr, backstop_);
+    if (completed) {
+      op.ok = true;
+      return;
+    }
+    op.code = ErrorCode::aborted;
+    op.message = op.describe() + " was abandoned: " + failure_reason();
+  } catch (...) {
+    const Error e = translate_current_exception(op.describe());
+    op.code = e.code();
+    op.message = e.what();
+    // Gloo has closed every pair of the context after its own wait expired.
+    if (e.code() == ErrorCode::timeout) mark_failed(op.message);
+  }
+}
+
+bool GlooTransport::progress() {
+  if (!has_finished_.load(std::memory_order_acquire)) return false;
+  std::vector<std::shared_ptr<PendingOp>> done;
+  {
+    std::lock_guard lock(mutex_);
+    done.swap(finished_);
+    has_finished_.store(false, std::memory_order_relaxed);
+    for (const auto& op : done) pending_.erase(op->completion);
+  }
+  for (const auto& op : done) {
+    if (op->ok)
+      op->completion->complete(op->bytes);
+    else
+      op->completion->fail(op->code, op->message);
+  }
+  return !done.empty();
+}
+
+void GlooTransport::wait(std::chrono::steady_clock::time_point deadline) {
+  // A completion usually arrives within tens of microseconds; yielding until
+  // then keeps this thread runnable, while sleeping at once costs a second
+  // wake-up (8 B half round trip 81 -> 56 us here, and far less jitter on a
+  // loaded machine) and yielding lets the completion thread run.
+  const auto spin_until = std::min(deadline, std::chrono::steady_clock::now() + kSpinBeforeSleep);
+  while (!has_finished_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_until)
+    sched_yield();
+  if (has_finished_.load(std::memory_order_acquire)) return;
+  std::unique_lock lock(mutex_);
+  progress_cv_.wait_until(lock, deadline, [&] { return !finished_.empty() || interrupted_; });
+  interrupted_ = false;
+}
+
+void GlooTransport::interrupt() noexcept {
+  std::lock_guard lock(mutex_);
+  interrupted_ = true;
+  progress_cv_.notify_all();
+}
+
+void GlooTransport::cancel(Completion& c) noexcept {
+  if (cancel_self(c)) return;
+  std::shared_ptr<PendingOp> op;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = pending_.find(&c);
+    if (it == pending_.end()) return;
+    op = it->second;
+    pending_.erase(it);
+    if (op->finished)
+      finished_.erase(std::find(finished_.begin(), finished_.end(), op));
+    else
+      op->completion = nullptr;
+  }
+  if (op->finished) {
+    if (op->ok)
+      c.complete(op->bytes);
+    else
+      c.fail(op->code, op->message);
+    return;
+  }
+  close_connections("rank " + std::to_string(rank_) + " cancelled a " + op->describe() +
+                    " that Gloo still held; Gloo cannot withdraw a posted operation, so every connection of "
+                    "this communicator was closed");
+  c.fail(ErrorCode::aborted, op->describe() + " cancelled");
+}
+
+void GlooTransport::close_connections(const std::string& reason) noexcept {
+  mark_failed(reason);
+  try {
+    context_->closeConnections();
+  } catch (...) {
+    COMM_WARN("gloo transport: closing connections failed: "
+              << translate_current_exception("closeConnections").what());
+  }
+  // A hard close does not wake Gloo's waits; abort them so every completion
+  // thread returns and reports its operation as abandoned.
+  std::lock_guard lock(mutex_);
+  for (const auto& w : waiters_) {
+    if (!w->job) continue;
+    if (w->job->is_send)
+      w->job->buffer->abortWaitSend();
+    else
+      w->job->buffer->abortWaitRecv();
+  }
+}
+
+void GlooTransport::mark_failed(const std::string& reason) noexcept {
+  std::lock_guard lock(mutex_);
+  if (!failed_reason_.empty()) return;
+  failed_reason_ = reason;
+  failed_.store(true, std::memory_order_release);
+  COMM_WARN("gloo transport on rank " << rank_ << " is now unusable: " << reason);
+}
+
+std::string GlooTransport::failure_reason() const {
+  std::lock_guard lock(mutex_);
+  return "the Gloo transport on rank " + std::to_string(rank_) + " is unusable since: " +
+         (failed_reason_.empty() ? std::string("(no failure recorded)") : failed_reason_) +
+         "; create a new communicator";
+}
+
+void GlooTransport::check_usable(std::string_view what) const {
+  if (failed_.load(std::memory_order_acquire))
+    throw Error(ErrorCode::transport_failure, std::string(what) + ": " + failure_reason());
+}
+
+void GlooTransport::self_send(std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
+  const SelfMessage send{&c, tag, data, nullptr, bytes};
+  const auto it = std::find_if(self_recvs_.begin(), self_recvs_.end(),
+                               [&](const SelfMessage& m) { return m.tag == tag; });
+  if (it == self_recvs_.end()) {
+    self_sends_.push_back(send);
+    return;
+  }
+  const SelfMessage recv = *it;
+  self_recvs_.erase(it);
+  match_self(send, recv);
+}
+
+void GlooTransport::self_recv(std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
+  const SelfMessage recv{&c, tag, nullptr, data, bytes};
+  const auto it = std::find_if(self_sends_.begin(), self_sends_.end(),
+                               [&](const SelfMessage& m) { return m.tag == tag; });
+  if (it == self_sends_.end()) {
+    self_recvs_.push_back(recv);
+    return;
+  }
+  const SelfMessage send = *it;
+  self_sends_.erase(it);
+  match_self(send, recv);
+}
+
+void GlooTransport::match_self(const SelfMessage& send, const SelfMessage& recv) {
+  if (send.bytes > recv.bytes) {
+    const std::string msg = "gloo: rank " + std::to_string(rank_) + " sent " + std::to_string(send.bytes) +
+                            " B to itself (tag " + tag_text(send.tag) + ") but the receive holds " +
+                            std::to_string(recv.bytes) + " B";
+    send.completion->fail(ErrorCode::mismatch, msg);
+    recv.completion->fail(ErrorCode::mismatch, msg);
+    return;
+  }
+  if (send.bytes) std::memcpy(recv.recv_data, send.send_data, send.bytes);
+  send.completion->complete(send.bytes);
+  recv.completion->complete(send.bytes);
+}
+
+bool GlooTransport::cancel_self(Completion& c) noexcept {
+  for (auto* queue : {&self_sends_, &self_recvs_}) {
+    const auto it = std::find_if(queue->begin(), queue->end(),
+                                 [&](const SelfMessage& m) { return m.completion == &c; });
+    if (it != queue->end()) {
+      queue->erase(it);
+      c.fail(ErrorCode::aborted, "gloo: message to self cancelled");
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace gloo_detail
+
+void register_gloo_transport() {
+  register_transport("gloo", [](const TransportInit& init) -> std::unique_ptr<Transport> {
+    return std::make_unique<gloo_detail::GlooTransport>(init);
+  });
+}
+
+}  // namespace comm

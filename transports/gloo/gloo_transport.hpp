@@ -1,0 +1,161 @@
+#pragma once
+// The `gloo` transport: point-to-point over Gloo's TCP unbound buffers, plus
+// Gloo's own collectives offered as the algorithms `native` / `native_bcube`.
+// See README.md for the design (completion threads, slots, failure handling).
+
+#include <comm/transport.hpp>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <atomic>
+#include <csignal>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace comm {
+
+void register_gloo_transport();
+
+namespace gloo_detail {
+
+/// Translates the exception being handled (call only inside a catch block)
+/// into a comm::Error whose message starts with `what`. Gloo's IoException
+/// texts are classified into timeout / peer_failed / transport_failure;
+/// gloo::EnforceNotMet (which does not derive from gloo::Exception) and every
+/// other exception become transport_failure. A comm::Error passes unchanged.
+Error translate_current_exception(std::string_view what);
+
+/// Blocks SIGPIPE in this thread while Gloo runs on it and discards one that
+/// Gloo raised meanwhile. Gloo writes to sockets with writev(), which raises
+/// SIGPIPE once a peer has gone, and the default action kills the process;
+/// we want the EPIPE error instead, without changing the process's handlers.
+class SigpipeBlock {
+ public:
+  SigpipeBlock() noexcept;
+  ~SigpipeBlock();
+  SigpipeBlock(const SigpipeBlock&) = delete;
+  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
+class GlooTransport;
+
+/// Gloo's options-based collectives (never the legacy AllreduceRing* classes,
+/// which shrink the socket send buffer). Reductions use comm's own kernels
+/// through Gloo's reduce-function hook, so every dtype and op is supported.
+class GlooNative final : public NativeCollectives {
+ public:
+  explicit GlooNative(GlooTransport& transport) : transport_(transport) {}
+  std::vector<std::string> algorithms(Collective c) const override;
+  bool supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const override;
+  double predict_us(Collective c, std::string_view algorithm, std::size_t bytes) const override;
+  void run(const CollectiveArgs& args, std::string_view algorithm) override;
+
+ private:
+  void run_gloo(const CollectiveArgs& args, bool bcube);
+  void run_single_rank(const CollectiveArgs& args);
+
+  GlooTransport& transport_;
+  std::vector<std::byte> scratch_;  ///< reduce's full-size output on non-roots; in-place all_to_all copy
+};
+
+class GlooTransport final : public Transport {
+ public:
+  explicit GlooTransport(const TransportInit& init);
+  ~GlooTransport() override;
+  GlooTransport(const GlooTransport&) = delete;
+  GlooTransport& operator=(const GlooTransport&) = delete;
+
+  std::string_view name() const noexcept override { return "gloo"; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  TransportCaps caps() const noexcept override;
+  LinkInfo link(int peer) const override;
+
+  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
+  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
+  bool progress() override;
+  void wait(std::chrono::steady_clock::time_point deadline) override;
+  void interrupt() noexcept override;
+  void cancel(Completion& c) noexcept override;
+  NativeCollectives* native() noexcept override { return &native_; }
+
+  // ---- for GlooNative
+  const std::shared_ptr<gloo::rendezvous::Context>& context() const noexcept { return context_; }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  /// Throws transport_failure quoting the first failure if the Gloo context is unusable.
+  void check_usable(std::string_view what) const;
+  /// Records that the Gloo context can no longer be trusted (first reason wins).
+  void mark_failed(const std::string& reason) noexcept;
+
+ private:
+  struct PendingOp;
+  struct Waiter;
+  struct SelfMessage {
+    Completion* completion = nullptr;
+    std::uint64_t tag = 0;
+    const void* send_data = nullptr;
+    void* recv_data = nullptr;
+    std::size_t bytes = 0;
+  };
+
+  void post(bool is_send, int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
+  void check_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
+  void self_send(std::uint64_t tag, const void* data, std::size_t bytes, Completion& c);
+  void self_recv(std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
+  void match_self(const SelfMessage& send, const SelfMessage& recv);
+  bool cancel_self(Completion& c) noexcept;
+  void hand_to_waiter(std::shared_ptr<PendingOp> op);  // mutex_ held
+  void waiter_main(Waiter* w);
+  void wait_for_op(PendingOp& op);
+  void close_connections(const std::string& reason) noexcept;
+  std::string failure_reason() const;
+
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  /// Bound on each completion thread's Gloo wait. Gloo poisons the whole
+  /// context when such a wait expires, so it is only a backstop, far beyond
+  /// the operation timeout the executor enforces (and cancels at).
+  std::chrono::milliseconds backstop_;
+  std::vector<std::string> peer_address_;  ///< address each rank's Gloo device listens on
+  std::vector<bool> same_host_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  GlooNative native_;
+
+  // Completion threads and the operations they wait on (all guarded by mutex_).
+  mutable std::mutex mutex_;
+  std::condition_variable progress_cv_;  ///< signalled when finished_ grows or on interrupt()
+  std::unordered_map<const Completion*, std::shared_ptr<PendingOp>> pending_;
+  std::vector<std::shared_ptr<PendingOp>> finished_;
+  std::vector<std::unique_ptr<Waiter>> waiters_;
+  std::vector<Waiter*> idle_;
+  bool interrupted_ = false;
+  bool stopping_ = false;
+  std::string failed_reason_;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> has_finished_{false};
+
+  // Messages to self (driving thread only): Gloo has no pair to self.
+  std::deque<SelfMessage> self_sends_;
+  std::deque<SelfMessage> self_recvs_;
+};
+
+}  // namespace gloo_detail
+}  // namespace comm
