@@ -1,0 +1,190 @@
+#include <comm/config.hpp>
+#include <comm/error.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace comm {
+
+std::string_view to_string(LogLevel l) noexcept {
+  switch (l) {
+    case LogLevel::off: return "off";
+    case LogLevel::warn: return "warn";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+    case LogLevel::trace: return "trace";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+[[noreturn]] void bad_value(std::string_view var, std::string_view value, std::string_view expected) {
+  throw Error(ErrorCode::invalid_config, std::string(var) + "='" + std::string(value) +
+                                             "' is not valid: expected " + std::string(expected));
+}
+
+}  // namespace
+
+LogLevel parse_log_level(std::string_view s) {
+  const std::string l = lower(s);
+  if (l == "off" || l == "none") return LogLevel::off;
+  if (l == "warn" || l == "warning") return LogLevel::warn;
+  if (l == "info") return LogLevel::info;
+  if (l == "debug") return LogLevel::debug;
+  if (l == "trace") return LogLevel::trace;
+  throw Error(ErrorCode::invalid_config,
+              "unknown log level '" + std::string(s) + "': use off, warn, info, debug or trace");
+}
+
+std::size_t parse_bytes(std::string_view text, std::string_view what) {
+  const auto fail = [&] {
+    bad_value(what, text, "a byte count: digits with an optional K, M, G or T suffix (binary units), e.g. 64K");
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) fail();
+  std::uint64_t number = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, number);
+  if (ec != std::errc{} || end != text.data() + digits) fail();
+  std::string suffix = lower(text.substr(digits));
+  // "64K", "64KB" and "64KiB" all mean 64 * 1024: sizes here are buffer sizes.
+  if (suffix.size() == 3 && suffix.substr(1) == "ib") suffix.resize(1);
+  if (suffix.size() == 2 && suffix[1] == 'b' && suffix[0] != 'b') suffix.resize(1);
+  unsigned shift = 0;
+  if (suffix.empty() || suffix == "b") shift = 0;
+  else if (suffix == "k") shift = 10;
+  else if (suffix == "m") shift = 20;
+  else if (suffix == "g") shift = 30;
+  else if (suffix == "t") shift = 40;
+  else fail();
+  const std::uint64_t limit = std::numeric_limits<std::size_t>::max();
+  if (number > (limit >> shift)) bad_value(what, text, "a byte count that fits in size_t");
+  return static_cast<std::size_t>(number << shift);
+}
+
+namespace {
+
+// Empty variables count as unset, so `COMM_TRANSPORT= prog` falls back to the default.
+std::optional<std::string_view> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string_view(v);
+}
+
+struct Found {
+  const char* name;
+  std::string_view value;
+};
+
+// The first of `names` that is set, in precedence order.
+template <std::size_t N>
+std::optional<Found> first_of(const char* const (&names)[N]) {
+  for (const char* n : names)
+    if (auto v = env(n)) return Found{n, *v};
+  return std::nullopt;
+}
+
+long long parse_int(const Found& f, long long min, long long max) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(f.value.data(), f.value.data() + f.value.size(), v);
+  if (ec != std::errc{} || end != f.value.data() + f.value.size() || v < min || v > max)
+    bad_value(f.name, f.value,
+              "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  return v;
+}
+
+bool parse_bool(const Found& f) {
+  const std::string l = lower(f.value);
+  if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+  if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+  bad_value(f.name, f.value, "1/0, true/false, yes/no or on/off");
+}
+
+std::chrono::milliseconds parse_seconds(const Found& f) {
+  const std::string s(f.value);
+  char* end = nullptr;
+  const double secs = std::strtod(s.c_str(), &end);
+  // A year is far beyond any sensible timeout and keeps the milliseconds from overflowing.
+  if (end != s.c_str() + s.size() || !std::isfinite(secs) || secs <= 0 || secs > 365.0 * 86400)
+    bad_value(f.name, f.value, "a positive number of seconds (fractions allowed), e.g. 30 or 0.5");
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(secs * 1000.0)));
+}
+
+}  // namespace
+
+Config Config::from_env() {
+  Config c;
+  constexpr int kMaxRanks = 1 << 24;
+  // Our names first, then torchrun, Slurm, Open MPI: each launcher only sets its
+  // own, and ours let a user override whatever the launcher decided.
+  static const char* const kRank[] = {"COMM_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
+  static const char* const kSize[] = {"COMM_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
+                                      "OMPI_COMM_WORLD_SIZE"};
+  static const char* const kLocal[] = {"COMM_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
+                                       "OMPI_COMM_WORLD_LOCAL_RANK"};
+  std::optional<Found> rank = first_of(kRank);
+  std::optional<Found> size = first_of(kSize);
+  if (rank) c.rank = static_cast<int>(parse_int(*rank, 0, kMaxRanks - 1));
+  if (size) c.world_size = static_cast<int>(parse_int(*size, 1, kMaxRanks));
+  if (auto f = first_of(kLocal)) c.local_rank = static_cast<int>(parse_int(*f, 0, kMaxRanks - 1));
+  if (c.rank >= c.world_size)
+    throw Error(ErrorCode::invalid_config,
+                std::string(rank ? rank->name : "rank") + "=" + std::to_string(c.rank) +
+                    " is not below " + (size ? size->name : "the world size") + "=" +
+                    std::to_string(c.world_size) + ": a rank must be in [0, world size)");
+
+  if (auto f = env("COMM_STORE")) {
+    c.store = std::string(*f);
+  } else {
+    auto addr = env("MASTER_ADDR");
+    auto port = env("MASTER_PORT");
+    if (addr && port) {
+      parse_int(Found{"MASTER_PORT", *port}, 1, 65535);
+      // A bare IPv6 address needs brackets to be split from the port again.
+      const bool v6 = addr->find(':') != std::string_view::npos && addr->front() != '[';
+      c.store = (v6 ? "[" + std::string(*addr) + "]" : std::string(*addr)) + ":" + std::string(*port);
+    }
+  }
+  if (auto f = env("COMM_STORE_TOKEN")) c.store_token = std::string(*f);
+  if (auto f = env("COMM_STORE_BIND")) c.store_bind = std::string(*f);
+  if (auto f = env("COMM_TRANSPORT")) c.transport = std::string(*f);
+  if (auto f = env("COMM_TIMEOUT")) c.timeout = parse_seconds(Found{"COMM_TIMEOUT", *f});
+  if (auto f = env("COMM_LOG")) {
+    try {
+      c.log_level = parse_log_level(*f);
+    } catch (const Error&) {
+      bad_value("COMM_LOG", *f, "off, warn, info, debug or trace");
+    }
+  }
+  if (auto f = env("COMM_ALGO")) c.algo_override = std::string(*f);
+  if (auto f = env("COMM_CHUNK")) {
+    c.chunk_bytes = parse_bytes(*f, "COMM_CHUNK");
+    if (c.chunk_bytes == 0) bad_value("COMM_CHUNK", *f, "a chunk size above 0 bytes");
+  }
+  if (auto f = env("COMM_CALIBRATE")) c.calibrate = parse_bool(Found{"COMM_CALIBRATE", *f});
+  if (auto f = env("COMM_TUNING_FILE")) c.tuning_file = std::string(*f);
+  if (auto f = env("COMM_CHECK")) c.check = parse_bool(Found{"COMM_CHECK", *f});
+  if (auto f = env("COMM_DEVICE"))
+    c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
+  if (auto f = env("COMM_OFI_PROVIDER")) c.ofi_provider = std::string(*f);
+  if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);
+  if (auto f = env("COMM_FLIGHT_RECORDER"))
+    c.flight_recorder_size =
+        static_cast<std::size_t>(parse_int(Found{"COMM_FLIGHT_RECORDER", *f}, 0, 1 << 20));
+  return c;
+}
+
+}  // namespace comm

@@ -1,0 +1,38 @@
+// make_store: the store a Config names.
+
+#include "socket_util.hpp"
+
+#include <comm/config.hpp>
+#include <comm/error.hpp>
+#include <comm/store.hpp>
+
+namespace comm {
+
+std::shared_ptr<Store> make_store(const Config& config) {
+  const std::string& s = config.store;
+  if (s.empty())
+    throw Error(ErrorCode::invalid_config,
+                "no store configured: set COMM_STORE to host:port (rank 0 hosts a TCP store) or file:/shared/dir, "
+                "or run under commrun/torchrun");
+  if (s.starts_with("file:")) {
+    const std::string dir = s.substr(5);
+    if (dir.empty())
+      throw Error(ErrorCode::invalid_config, "COMM_STORE='" + s + "' names no directory (use file:/shared/dir)");
+    return make_file_store(dir);
+  }
+  const detail::HostPort hp = detail::parse_host_port(s, "COMM_STORE");
+  TcpStoreOptions opt;
+  opt.host = hp.host;
+  opt.port = hp.port;
+  opt.is_server = config.rank == 0;
+  opt.bind = config.store_bind;
+  opt.token = config.store_token;
+  opt.connect_timeout = config.timeout;
+  if (!opt.is_server && opt.port == 0)
+    throw Error(ErrorCode::invalid_config, "COMM_STORE='" + s + "' has port 0: rank " +
+                                               std::to_string(config.rank) +
+                                               " is a client and needs the port rank 0 listens on");
+  return make_tcp_store(opt);
+}
+
+}  // namespace comm

@@ -1,0 +1,432 @@
+#include "store_tcp.hpp"
+
+#include "log.hpp"
+#include "sha256.hpp"
+#include "store_tcp_wire.hpp"
+
+#include <comm/error.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <list>
+#include <optional>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace comm::detail {
+
+namespace {
+
+using namespace std::chrono_literals;
+using wire::Op;
+using wire::Status;
+
+// A client must authenticate within this time; otherwise its slot is freed.
+constexpr auto kHandshakeTimeout = 30s;
+constexpr std::size_t kReadChunk = 64 * 1024;
+
+std::string peer_name(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char buf[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+    port = ntohs(a->sin6_port);
+  }
+  return format_host_port(buf, port);
+}
+
+std::string random_nonce() {
+  std::random_device rd;
+  std::string n(wire::kNonceBytes, '\0');
+  for (std::size_t i = 0; i < n.size(); i += 4) {
+    const std::uint32_t r = rd();
+    for (std::size_t j = 0; j < 4 && i + j < n.size(); ++j) n[i + j] = static_cast<char>(r >> (8 * j));
+  }
+  return n;
+}
+
+bool equal_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+struct Pending {
+  Op op = Op::get;
+  std::vector<std::string> keys;
+  Clock::time_point deadline;
+};
+
+struct Conn {
+  Fd fd;
+  std::string peer;
+  std::string nonce;
+  std::string in;
+  std::string out;
+  std::size_t out_off = 0;
+  bool authed = false;
+  bool dead = false;
+  bool resume = false;  // a parked request was answered; frames behind it wait in `in`
+  Clock::time_point handshake_deadline;
+  std::optional<Pending> pending;
+};
+
+}  // namespace
+
+struct TcpStoreServer::Loop {
+  TcpStoreOptions opt;
+  Fd listener;
+  int wake_fd = -1;
+  std::list<Conn> conns;
+  std::unordered_map<std::string, std::string> data;
+  std::size_t max_frame = 0;
+
+  void run();
+  void accept_all();
+  void read_from(Conn& c);
+  void flush(Conn& c);
+  void process(Conn& c);
+  void handle(Conn& c, std::string_view payload);
+  void reject(Conn& c, const std::string& why);
+  bool satisfied(const Pending& p) const;
+  void answer_pending(Conn& c);
+  void wake_waiters();
+  void expire(Clock::time_point now);
+  void resume_all();
+  Clock::time_point next_deadline() const;
+
+  static void reply(Conn& c, std::string frame) {
+    if (c.out_off == c.out.size()) {
+      c.out.clear();
+      c.out_off = 0;
+    }
+    c.out += frame;
+  }
+};
+
+TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options) : loop_(std::make_unique<Loop>()) {
+  loop_->opt = options;
+  loop_->max_frame = options.max_key_bytes + options.max_value_bytes + wire::kFrameOverhead;
+  const std::string& bind = options.bind.empty() ? options.host : options.bind;
+  loop_->listener = listen_tcp(bind, options.port, 1024);
+  port_ = local_port(loop_->listener.get());
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw Error(ErrorCode::store_failure,
+                std::string("store server: cannot create its wake-up pipe: ") + std::strerror(errno));
+  wake_read_ = Fd(p[0]);
+  wake_write_ = Fd(p[1]);
+  loop_->wake_fd = wake_read_.get();
+  thread_ = std::thread([l = loop_.get()] { l->run(); });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  const char byte = 1;
+  // The loop only checks that the pipe is readable; a failed write (full pipe) still wakes it.
+  [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
+  if (thread_.joinable()) thread_.join();
+}
+
+void TcpStoreServer::Loop::run() {
+  std::vector<pollfd> fds;
+  std::vector<Conn*> order;
+  for (;;) {
+    fds.clear();
+    order.clear();
+    fds.push_back({wake_fd, POLLIN, 0});
+    const bool room = conns.size() < opt.max_connections;
+    fds.push_back({listener.get(), static_cast<short>(room ? POLLIN : 0), 0});
+    for (Conn& c : conns) {
+      // While a get/wait is parked, stop reading (one request in flight per
+      // connection) but still notice the client going away.
+      short ev = POLLRDHUP;
+      if (!c.pending) ev |= POLLIN;
+      if (c.out_off < c.out.size()) ev |= POLLOUT;
+      fds.push_back({c.fd.get(), ev, 0});
+      order.push_back(&c);
+    }
+    const int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(next_deadline()));
+    if (rc < 0 && errno != EINTR) {
+      COMM_WARN("store server: poll() failed: " << std::strerror(errno) << "; stopping the server");
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents & POLLIN) accept_all();
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      Conn& c = *order[i];
+      const short re = fds[i + 2].revents;
+      if (re & POLLOUT) flush(c);
+      if (!c.dead && (re & POLLIN)) read_from(c);
+      else if (!c.dead && (re & (POLLRDHUP | POLLHUP | POLLERR))) c.dead = true;
+    }
+    expire(Clock::now());
+    resume_all();
+    conns.remove_if([](const Conn& c) { return c.dead; });
+  }
+}
+
+void TcpStoreServer::Loop::accept_all() {
+  while (conns.size() < opt.max_connections) {
+    Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno == EMFILE || errno == ENFILE)
+        COMM_WARN("store server: cannot accept a connection: " << std::strerror(errno));
+      return;
+    }
+    Conn& c = conns.emplace_back();
+    c.fd = std::move(fd);
+    c.peer = peer_name(c.fd.get());
+    c.nonce = random_nonce();
+    c.handshake_deadline = Clock::now() + kHandshakeTimeout;
+    reply(c, wire::Writer{}
+                 .raw(std::string_view(wire::kMagic, 4))
+                 .u8(wire::kVersion)
+                 .u8(opt.token.empty() ? 0 : 1)
+                 .raw(c.nonce)
+                 .finish());
+    flush(c);
+  }
+  COMM_WARN("store server: " << conns.size() << " connections open (the limit, max_connections); "
+                             "new clients wait until one closes");
+}
+
+void TcpStoreServer::Loop::flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_off += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    c.dead = true;  // the client went away; nothing to tell anyone
+    return;
+  }
+  c.out.clear();
+  c.out_off = 0;
+}
+
+void TcpStoreServer::Loop::read_from(Conn& c) {
+  char buf[kReadChunk];
+  const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.dead = true;
+    return;
+  }
+  if (n == 0) {
+    if (!c.in.empty())
+      COMM_WARN("store server: client " << c.peer << " closed its connection in the middle of a frame ("
+                                        << c.in.size() << " bytes of it received); dropped it");
+    c.dead = true;
+    return;
+  }
+  c.in.append(buf, static_cast<std::size_t>(n));
+  process(c);
+}
+
+void TcpStoreServer::Loop::process(Conn& c) {
+  std::size_t off = 0;
+  while (!c.dead && !c.pending && c.in.size() - off >= 4) {
+    const std::uint32_t len = wire::read_u32(c.in.data() + off);
+    if (len == 0 || len > max_frame) {
+      reject(c, "frame length " + std::to_string(len) + " is outside [1, " + std::to_string(max_frame) +
+                    "] bytes (max_key_bytes + max_value_bytes + overhead)");
+      return;
+    }
+    if (c.in.size() - off - 4 < len) break;
+    handle(c, std::string_view(c.in).substr(off + 4, len));
+    off += 4 + len;
+  }
+  if (!c.dead) c.in.erase(0, off);
+}
+
+void TcpStoreServer::Loop::reject(Conn& c, const std::string& why) {
+  COMM_WARN("store server: rejected client " << c.peer << ": " << why << "; closed its connection");
+  c.dead = true;
+}
+
+void TcpStoreServer::Loop::handle(Conn& c, std::string_view payload) {
+  wire::Reader r(payload);
+  const auto op = static_cast<Op>(r.u8());
+  if (!c.authed) {
+    if (op != Op::auth) {
+      reject(c, "sent a request before authenticating");
+      return;
+    }
+    const std::string_view digest = r.str(64);
+    if (!r.done()) {
+      reject(c, "malformed authentication frame");
+      return;
+    }
+    bool good = digest.empty() && opt.token.empty();
+    if (!opt.token.empty()) {
+      const Sha256Digest want = hmac_sha256(opt.token, c.nonce);
+      good = equal_constant_time(digest, std::string_view(reinterpret_cast<const char*>(want.data()), want.size()));
+    }
+    if (!good) {
+      reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
+                   .str("authentication failed: the client's store token does not match the server's")
+                   .finish());
+      flush(c);  // best effort: the reply is tiny and the socket buffer empty
+      reject(c, "wrong store token");
+      return;
+    }
+    c.authed = true;
+    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)).finish());
+    flush(c);
+    return;
+  }
+
+  const std::size_t kmax = opt.max_key_bytes;
+  auto ok = [] { return wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)); };
+  switch (op) {
+    case Op::set: {
+      const std::string_view key = r.str(kmax);
+      const std::string_view value = r.str(opt.max_value_bytes);
+      if (!r.done()) return reject(c, "malformed set request (or key/value over the limits)");
+      data[std::string(key)] = std::string(value);
+      reply(c, ok().finish());
+      wake_waiters();
+      break;
+    }
+    case Op::get:
+    case Op::wait: {
+      Pending p;
+      p.op = op;
+      const std::uint32_t n = op == Op::get ? 1 : r.u32();
+      if (n > max_frame / 4) return reject(c, "malformed wait request (key count)");
+      for (std::uint32_t i = 0; i < n && r.ok(); ++i) p.keys.emplace_back(r.str(kmax));
+      const std::uint64_t ms = r.u64();
+      if (!r.done()) return reject(c, "malformed get/wait request");
+      p.deadline = deadline_after(std::chrono::milliseconds(
+          static_cast<std::chrono::milliseconds::rep>(std::min<std::uint64_t>(ms, INT64_MAX / 2))));
+      c.pending = std::move(p);
+      if (satisfied(*c.pending)) answer_pending(c);
+      break;
+    }
+    case Op::add: {
+      const std::string key(r.str(kmax));
+      const auto delta = static_cast<std::int64_t>(r.u64());
+      if (!r.done()) return reject(c, "malformed add request");
+      std::int64_t value = 0;
+      if (auto it = data.find(key); it != data.end()) {
+        const std::string& s = it->second;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+        if (ec != std::errc{} || end != s.data() + s.size()) {
+          reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
+                       .str("key '" + key + "' holds a value that is not an integer")
+                       .finish());
+          break;
+        }
+      }
+      // Wrap like two's complement instead of overflowing (undefined for int64).
+      value = static_cast<std::int64_t>(static_cast<std::uint64_t>(value) + static_cast<std::uint64_t>(delta));
+      data[key] = std::to_string(value);
+      reply(c, ok().u64(static_cast<std::uint64_t>(value)).finish());
+      wake_waiters();
+      break;
+    }
+    case Op::check:
+    case Op::erase: {
+      const std::string key(r.str(kmax));
+      if (!r.done()) return reject(c, "malformed check/erase request");
+      const bool found = op == Op::check ? data.count(key) != 0 : data.erase(key) != 0;
+      reply(c, ok().u8(found ? 1 : 0).finish());
+      break;
+    }
+    case Op::auth:
+      return reject(c, "authenticated twice");
+    default:
+      return reject(c, "unknown request type " + std::to_string(static_cast<int>(op)));
+  }
+  flush(c);
+}
+
+bool TcpStoreServer::Loop::satisfied(const Pending& p) const {
+  return std::all_of(p.keys.begin(), p.keys.end(), [&](const std::string& k) { return data.count(k) != 0; });
+}
+
+void TcpStoreServer::Loop::answer_pending(Conn& c) {
+  auto w = wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok));
+  if (c.pending->op == Op::get) w.str(data.at(c.pending->keys.front()));
+  reply(c, std::move(w).finish());
+  c.pending.reset();
+  c.resume = true;
+  flush(c);
+}
+
+void TcpStoreServer::Loop::wake_waiters() {
+  for (Conn& c : conns)
+    if (c.pending && !c.dead && satisfied(*c.pending)) answer_pending(c);
+}
+
+void TcpStoreServer::Loop::expire(Clock::time_point now) {
+  for (Conn& c : conns) {
+    if (c.dead) continue;
+    if (!c.authed && now >= c.handshake_deadline) {
+      reject(c, "did not authenticate within " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kHandshakeTimeout).count()) +
+                    " s");
+      continue;
+    }
+    if (c.pending && now >= c.pending->deadline) {
+      std::vector<std::string_view> missing;
+      for (const std::string& k : c.pending->keys)
+        if (!data.count(k)) missing.push_back(k);
+      auto w = wire::Writer{}.u8(static_cast<std::uint8_t>(Status::timed_out));
+      w.u32(static_cast<std::uint32_t>(missing.size()));
+      const auto listed = std::min<std::size_t>(missing.size(), wire::kMaxListedKeys);
+      w.u32(static_cast<std::uint32_t>(listed));
+      for (std::size_t i = 0; i < listed; ++i) w.str(missing[i]);
+      reply(c, std::move(w).finish());
+      c.pending.reset();
+      c.resume = true;
+      flush(c);
+    }
+  }
+}
+
+// Serves the requests queued behind answered get/waits. Done here rather than
+// from answer_pending so that process() never runs inside itself.
+void TcpStoreServer::Loop::resume_all() {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Conn& c : conns) {
+      if (c.resume && !c.dead && !c.pending) {
+        c.resume = false;
+        process(c);
+        progress = true;
+      }
+    }
+  }
+}
+
+Clock::time_point TcpStoreServer::Loop::next_deadline() const {
+  auto next = Clock::now() + 1h;
+  for (const Conn& c : conns) {
+    if (!c.authed) next = std::min(next, c.handshake_deadline);
+    if (c.pending) next = std::min(next, c.pending->deadline);
+  }
+  return next;
+}
+
+}  // namespace comm::detail

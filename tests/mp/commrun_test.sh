@@ -1,0 +1,124 @@
+#!/bin/sh
+# Tests of commrun, one case per invocation: commrun_test.sh <commrun> <case>.
+# Ranks are small sh scripts; every case checks exit codes, timing and output
+# against what it asked the ranks to do.
+set -u
+COMMRUN=$1
+CASE=$2
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/commrun-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+OUT=$WORK/out
+ERR=$WORK/err
+
+fail() {
+  echo "FAIL ($CASE): $*"
+  echo "--- stdout"; cat "$OUT" 2>/dev/null
+  echo "--- stderr"; cat "$ERR" 2>/dev/null
+  exit 1
+}
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# run <commrun args...>: runs commrun, sets RC and MS (elapsed milliseconds).
+run() {
+  t0=$(now_ms)
+  "$COMMRUN" "$@" >"$OUT" 2>"$ERR"
+  RC=$?
+  MS=$(( $(now_ms) - t0 ))
+}
+expect_rc() { [ "$RC" -eq "$1" ] || fail "exit code $RC, expected $1"; }
+expect_in() { grep -q -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"; }
+expect_not_in() { ! grep -q -- "$2" "$1" || fail "'$2' unexpectedly in $(basename "$1")"; }
+
+case $CASE in
+exit_code)
+  run -n 4 -- sh -c 'exit $(( COMM_RANK == 2 ? 7 : 0 ))'
+  expect_rc 7
+  expect_in "$ERR" "rank 2 exited with code 7"
+  run -n 3 -- sh -c 'exit 0'
+  expect_rc 0
+  ;;
+sibling_kill)
+  # Rank 1 fails after 0.3 s; the others would sleep forever.
+  run -n 3 -- sh -c 'if [ "$COMM_RANK" = 1 ]; then sleep 0.3; exit 3; fi; sleep 1000'
+  expect_rc 3
+  [ "$MS" -lt 10000 ] || fail "took $MS ms; the sleeping ranks were not stopped"
+  expect_in "$ERR" "rank 1 exited with code 3; stopping the other 2 ranks"
+  ;;
+prefixes)
+  run -n 2 -- sh -c 'echo "out $COMM_RANK"; echo "err $COMM_RANK" >&2; printf "no newline $COMM_RANK"'
+  expect_rc 0
+  expect_in "$OUT" '^\[r0\] out 0$'
+  expect_in "$OUT" '^\[r1\] out 1$'
+  expect_in "$OUT" '^\[r1\] no newline 1$'
+  expect_in "$ERR" '^\[r0\] err 0$'
+  expect_in "$ERR" '^\[r1\] err 1$'
+  expect_not_in "$OUT" 'err'
+  # Many long lines from 4 ranks at once: none may be split or interleaved.
+  run -n 4 -- sh -c 'i=0; line=$(printf "%0200d" 0); while [ $i -lt 2000 ]; do echo "$COMM_RANK:$line"; i=$((i+1)); done'
+  expect_rc 0
+  total=$(wc -l <"$OUT")
+  good=$(grep -c -E '^\[r([0-3])\] \1:0{200}$' "$OUT")
+  [ "$total" -eq 8000 ] || fail "$total lines, expected 8000"
+  [ "$good" -eq 8000 ] || fail "only $good of 8000 lines are whole and correctly prefixed"
+  ;;
+signal_name)
+  run -n 2 -- sh -c 'if [ "$COMM_RANK" = 0 ]; then kill -SEGV $$; fi; sleep 1000'
+  expect_rc 139
+  expect_in "$ERR" "rank 0 was killed by signal SIGSEGV (11)"
+  [ "$MS" -lt 10000 ] || fail "took $MS ms"
+  ;;
+timeout)
+  run -n 2 --timeout 1 -- sleep 1000
+  expect_rc 124
+  expect_in "$ERR" "timed out after 1 s"
+  [ "$MS" -ge 900 ] && [ "$MS" -lt 10000 ] || fail "took $MS ms for --timeout 1"
+  # A rank that ignores SIGTERM is killed after the grace period.
+  run -n 1 --timeout 0.5 --grace 0.5 -- sh -c 'trap "" TERM; sleep 1000'
+  expect_rc 124
+  expect_in "$ERR" "sending SIGKILL"
+  [ "$MS" -lt 10000 ] || fail "took $MS ms"
+  ;;
+environment)
+  run -n 3 --transport ucx -- sh -c 'echo "$COMM_RANK $COMM_WORLD_SIZE $COMM_LOCAL_RANK $COMM_TRANSPORT $COMM_STORE $COMM_STORE_TOKEN"'
+  expect_rc 0
+  for r in 0 1 2; do expect_in "$OUT" "^\[r$r\] $r 3 $r ucx 127\.0\.0\.1:[0-9][0-9]* [0-9a-f]\{16,\}$"; done
+  [ "$(cut -d' ' -f6,7 "$OUT" | sort -u | wc -l)" -eq 1 ] || fail "ranks got different stores or tokens"
+  first=$(cut -d' ' -f7 "$OUT" | head -1)
+  run -n 1 -- sh -c 'echo "$COMM_STORE_TOKEN"'
+  [ "$(cut -d' ' -f2 "$OUT")" != "$first" ] || fail "two jobs got the same token"
+  ;;
+sigterm)
+  # SIGTERM to commrun stops every rank (and what the ranks started).
+  "$COMMRUN" -n 3 -- sh -c 'echo $$ > '"$WORK"'/pid.$COMM_RANK; sleep 1000' >"$OUT" 2>"$ERR" &
+  pid=$!
+  i=0
+  while [ "$(ls "$WORK" | grep -c '^pid\.')" -lt 3 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  kill -TERM $pid
+  wait $pid
+  RC=$?
+  expect_rc 143
+  expect_in "$ERR" "received SIGTERM"
+  sleep 0.2
+  for f in "$WORK"/pid.*; do
+    ! kill -0 "$(cat "$f")" 2>/dev/null || fail "rank process $(cat "$f") still alive"
+  done
+  ;;
+allow_fail)
+  run -n 3 --allow-fail 1 -- sh -c 'if [ "$COMM_RANK" = 1 ]; then kill -KILL $$; fi; sleep 0.3; echo done $COMM_RANK'
+  expect_rc 0
+  expect_in "$ERR" "rank 1 was killed by signal SIGKILL (9) (allowed by --allow-fail)"
+  expect_in "$OUT" '^\[r0\] done 0$'
+  expect_in "$OUT" '^\[r2\] done 2$'
+  ;;
+missing_program)
+  run -n 2 -- /nonexistent/program
+  expect_rc 127
+  expect_in "$ERR" "cannot run '/nonexistent/program'"
+  run -n 0 -- true
+  expect_rc 2
+  ;;
+*)
+  echo "unknown case $CASE"
+  exit 2
+  ;;
+esac
+echo "PASS ($CASE)"

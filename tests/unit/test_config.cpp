@@ -1,0 +1,237 @@
+// Config::from_env: precedence of our variables over launcher conventions,
+// parsing of every variable, and errors that name the variable and value.
+
+#include <comm/config.hpp>
+#include <comm/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using comm::Config;
+using comm::ErrorCode;
+
+namespace {
+
+// Every variable from_env reads; each test starts with none of them set and
+// leaves the environment as it found it.
+const char* const kVars[] = {
+    "COMM_RANK", "COMM_WORLD_SIZE", "COMM_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "COMM_STORE", "MASTER_ADDR", "MASTER_PORT", "COMM_STORE_TOKEN",
+    "COMM_STORE_BIND", "COMM_TRANSPORT", "COMM_TIMEOUT", "COMM_LOG", "COMM_ALGO", "COMM_CHUNK",
+    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DEVICE", "COMM_OFI_PROVIDER", "COMM_IFACE",
+    "COMM_FLIGHT_RECORDER"};
+
+class CleanEnv {
+ public:
+  CleanEnv() {
+    for (const char* v : kVars) {
+      if (const char* old = std::getenv(v)) saved_[v] = old;
+      ::unsetenv(v);
+    }
+  }
+  ~CleanEnv() {
+    for (const char* v : kVars) ::unsetenv(v);
+    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  void set(const char* name, const char* value) { ::setenv(name, value, 1); }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+// The message of the invalid_config error from_env throws, or "" if none.
+std::string config_error() {
+  try {
+    Config::from_env();
+  } catch (const comm::Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_config);
+    CHECK(e.is_usage());
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("from_env with nothing set gives the documented defaults") {
+  CleanEnv env;
+  const Config c = Config::from_env();
+  CHECK(c.rank == 0);
+  CHECK(c.world_size == 1);
+  CHECK(c.local_rank == 0);
+  CHECK(c.store.empty());
+  CHECK(c.transport == "local");
+  CHECK(c.timeout == 300s);
+  CHECK(c.log_level == comm::LogLevel::warn);
+  CHECK(c.chunk_bytes == 1024 * 1024);
+  CHECK_FALSE(c.calibrate);
+  CHECK_FALSE(c.check);
+  CHECK(c.device == -1);
+  CHECK(c.flight_recorder_size == 256);
+}
+
+TEST_CASE("rank variables: COMM_* > torchrun > Slurm > Open MPI") {
+  CleanEnv env;
+  env.set("OMPI_COMM_WORLD_RANK", "1");
+  env.set("OMPI_COMM_WORLD_SIZE", "10");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  Config c = Config::from_env();
+  CHECK(c.rank == 1);
+  CHECK(c.world_size == 10);
+  CHECK(c.local_rank == 1);
+
+  env.set("SLURM_PROCID", "2");
+  env.set("SLURM_NTASKS", "20");
+  env.set("SLURM_LOCALID", "2");
+  c = Config::from_env();
+  CHECK(c.rank == 2);
+  CHECK(c.world_size == 20);
+  CHECK(c.local_rank == 2);
+
+  env.set("RANK", "3");
+  env.set("WORLD_SIZE", "30");
+  env.set("LOCAL_RANK", "3");
+  c = Config::from_env();
+  CHECK(c.rank == 3);
+  CHECK(c.world_size == 30);
+  CHECK(c.local_rank == 3);
+
+  env.set("COMM_RANK", "4");
+  env.set("COMM_WORLD_SIZE", "40");
+  env.set("COMM_LOCAL_RANK", "4");
+  c = Config::from_env();
+  CHECK(c.rank == 4);
+  CHECK(c.world_size == 40);
+  CHECK(c.local_rank == 4);
+
+  // Precedence is per variable: a launcher may set only some of them.
+  ::unsetenv("COMM_WORLD_SIZE");
+  c = Config::from_env();
+  CHECK(c.rank == 4);
+  CHECK(c.world_size == 30);
+
+  // Explicit assignment after from_env beats every variable.
+  c.rank = 7;
+  c.transport = "ucx";
+  CHECK(c.rank == 7);
+  CHECK(c.transport == "ucx");
+
+  // An empty variable counts as unset.
+  env.set("COMM_RANK", "");
+  CHECK(Config::from_env().rank == 3);
+}
+
+TEST_CASE("store address: COMM_STORE > MASTER_ADDR:MASTER_PORT") {
+  CleanEnv env;
+  env.set("MASTER_ADDR", "node7");
+  CHECK(Config::from_env().store.empty());  // no port, no address
+  env.set("MASTER_PORT", "29500");
+  CHECK(Config::from_env().store == "node7:29500");
+  env.set("MASTER_ADDR", "fe80::1");
+  CHECK(Config::from_env().store == "[fe80::1]:29500");
+  env.set("COMM_STORE", "file:/shared/job");
+  CHECK(Config::from_env().store == "file:/shared/job");
+  ::unsetenv("COMM_STORE");
+  env.set("MASTER_PORT", "http");
+  const std::string msg = config_error();
+  CHECK(msg.find("MASTER_PORT") != std::string::npos);
+  CHECK(msg.find("http") != std::string::npos);
+}
+
+TEST_CASE("every other variable is read") {
+  CleanEnv env;
+  env.set("COMM_STORE_TOKEN", "tok");
+  env.set("COMM_STORE_BIND", "0.0.0.0");
+  env.set("COMM_TRANSPORT", "ofi");
+  env.set("COMM_TIMEOUT", "2.5");
+  env.set("COMM_LOG", "DEBUG");
+  env.set("COMM_ALGO", "allreduce=ring");
+  env.set("COMM_CHUNK", "64K");
+  env.set("COMM_CALIBRATE", "1");
+  env.set("COMM_TUNING_FILE", "/tmp/t.json");
+  env.set("COMM_CHECK", "yes");
+  env.set("COMM_DEVICE", "3");
+  env.set("COMM_OFI_PROVIDER", "tcp;ofi_rxm");
+  env.set("COMM_IFACE", "10.0.0.2");
+  env.set("COMM_FLIGHT_RECORDER", "0");
+  const Config c = Config::from_env();
+  CHECK(c.store_token == "tok");
+  CHECK(c.store_bind == "0.0.0.0");
+  CHECK(c.transport == "ofi");
+  CHECK(c.timeout == 2500ms);
+  CHECK(c.log_level == comm::LogLevel::debug);
+  CHECK(c.algo_override == "allreduce=ring");
+  CHECK(c.chunk_bytes == 65536);
+  CHECK(c.calibrate);
+  CHECK(c.tuning_file == "/tmp/t.json");
+  CHECK(c.check);
+  CHECK(c.device == 3);
+  CHECK(c.ofi_provider == "tcp;ofi_rxm");
+  CHECK(c.iface == "10.0.0.2");
+  CHECK(c.flight_recorder_size == 0);
+}
+
+TEST_CASE("bad values throw invalid_config naming the variable and the value") {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"COMM_RANK", "abc"},          {"COMM_RANK", "-1"},          {"COMM_WORLD_SIZE", "0"},
+      {"WORLD_SIZE", "2x"},          {"SLURM_PROCID", "one"},      {"OMPI_COMM_WORLD_SIZE", "9999999999"},
+      {"COMM_LOCAL_RANK", "1.5"},    {"COMM_TIMEOUT", "-3"},       {"COMM_TIMEOUT", "soon"},
+      {"COMM_TIMEOUT", "0"},         {"COMM_LOG", "loud"},         {"COMM_CHUNK", "12X"},
+      {"COMM_CHUNK", "0"},           {"COMM_CALIBRATE", "maybe"},  {"COMM_CHECK", "2"},
+      {"COMM_DEVICE", "gpu0"},       {"COMM_FLIGHT_RECORDER", "-1"}};
+  for (const auto& c : cases) {
+    const char* var = c.first;  // named copies: doctest's messages capture them in lambdas
+    const char* value = c.second;
+    CleanEnv env;
+    env.set(var, value);
+    const std::string msg = config_error();
+    CHECK_MESSAGE(msg.find(var) != std::string::npos, var, "=", value, ": ", msg);
+    CHECK_MESSAGE(msg.find(value) != std::string::npos, var, "=", value, ": ", msg);
+  }
+}
+
+TEST_CASE("a rank outside the world size names both variables") {
+  CleanEnv env;
+  env.set("RANK", "4");
+  env.set("WORLD_SIZE", "4");
+  const std::string msg = config_error();
+  CHECK(msg.find("RANK=4") != std::string::npos);
+  CHECK(msg.find("WORLD_SIZE=4") != std::string::npos);
+}
+
+TEST_CASE("parse_bytes") {
+  CHECK(comm::parse_bytes("0", "x") == 0);
+  CHECK(comm::parse_bytes("4096", "x") == 4096);
+  CHECK(comm::parse_bytes("64K", "x") == 64 * 1024);
+  CHECK(comm::parse_bytes("64k", "x") == 64 * 1024);
+  CHECK(comm::parse_bytes("64KB", "x") == 64 * 1024);
+  CHECK(comm::parse_bytes("64KiB", "x") == 64 * 1024);
+  CHECK(comm::parse_bytes("1M", "x") == 1024 * 1024);
+  CHECK(comm::parse_bytes("2G", "x") == std::size_t{2} << 30);
+  CHECK(comm::parse_bytes("3T", "x") == std::size_t{3} << 40);
+  CHECK(comm::parse_bytes("17B", "x") == 17);
+  for (const char* bad : {"", "K", "12X", "-1", " 1", "1 K", "1.5M", "1KK", "99999999999999999999",
+                          "20000000000000000000K"}) {
+    try {
+      comm::parse_bytes(bad, "THE_VAR");
+      FAIL("accepted '", bad, "'");
+    } catch (const comm::Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_config);
+      CHECK(std::string(e.what()).find("THE_VAR") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("log levels round-trip through their names") {
+  for (auto l : {comm::LogLevel::off, comm::LogLevel::warn, comm::LogLevel::info, comm::LogLevel::debug,
+                 comm::LogLevel::trace})
+    CHECK(comm::parse_log_level(comm::to_string(l)) == l);
+  CHECK(comm::parse_log_level("WARNING") == comm::LogLevel::warn);
+  CHECK_THROWS_AS(comm::parse_log_level("verbose"), comm::Error);
+}

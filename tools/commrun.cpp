@@ -1,0 +1,442 @@
+// commrun: starts N local ranks of a program, wired to meet through a TCP
+// store, prefixes their output with the rank, and stops the job as soon as one
+// rank fails.
+//
+// Rank 0 hosts the store (COMM_STORE=host:port; Config/make_store make rank 0
+// the server), so a job under commrun bootstraps exactly like one under
+// torchrun or Slurm, and commrun needs nothing from the library. commrun only
+// picks a free port; the short window between that and rank 0 binding it is
+// reported clearly by rank 0 if another process takes the port.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kMaxLine = 64 * 1024;  // longer lines are split, not buffered forever
+constexpr auto kDrainAfterExit = 1s;         // grandchildren may hold a pipe open; don't wait on them
+
+struct Options {
+  int nranks = 0;
+  std::string transport;
+  double timeout_s = 0;
+  double grace_s = 5;
+  std::string host = "127.0.0.1";
+  std::set<int> allow_fail;
+  std::vector<char*> argv;  // program and its arguments, null-terminated
+};
+
+[[noreturn]] void usage(int code) {
+  std::fprintf(code ? stderr : stdout,
+               "usage: commrun -n N [--transport T] [--timeout S] [--host H] [--grace S]\n"
+               "               [--allow-fail R[,R...]] [--] program [args...]\n"
+               "\n"
+               "Starts N ranks of `program` on this host. Each gets COMM_RANK, COMM_WORLD_SIZE,\n"
+               "COMM_LOCAL_RANK, COMM_STORE=H:<free port> (rank 0 hosts the store), a fresh\n"
+               "COMM_STORE_TOKEN and, with --transport, COMM_TRANSPORT. Output lines are\n"
+               "prefixed with [r<rank>]. When a rank fails the others get SIGTERM, then SIGKILL\n"
+               "after --grace seconds (default 5); commrun exits with the first failing rank's\n"
+               "code (128+signal for a signal), 124 on --timeout, 128+signal if interrupted.\n"
+               "  --allow-fail R  rank R may fail without stopping the job or affecting the exit\n"
+               "                  code (fault-injection tests)\n");
+  std::exit(code);
+}
+
+double parse_seconds(const char* opt, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || v <= 0) {
+    std::fprintf(stderr, "commrun: %s '%s' is not a positive number of seconds\n", opt, text);
+    usage(2);
+  }
+  return v;
+}
+
+int parse_int(const char* opt, const char* text, int min) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < min || v > (1 << 20)) {
+    std::fprintf(stderr, "commrun: %s '%s' is not an integer >= %d\n", opt, text, min);
+    usage(2);
+  }
+  return static_cast<int>(v);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  auto value = [&](const char* opt) -> char* {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "commrun: %s needs a value\n", opt);
+      usage(2);
+    }
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;
+    if (a == "-h" || a == "--help") usage(0);
+    else if (a == "-n" || a == "-np" || a == "--np") o.nranks = parse_int("-n", value("-n"), 1);
+    else if (a == "--transport") o.transport = value("--transport");
+    else if (a == "--timeout") o.timeout_s = parse_seconds("--timeout", value("--timeout"));
+    else if (a == "--grace") o.grace_s = parse_seconds("--grace", value("--grace"));
+    else if (a == "--host") o.host = value("--host");
+    else if (a == "--allow-fail") {
+      std::string list = value("--allow-fail");
+      for (std::size_t pos = 0; pos <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        o.allow_fail.insert(parse_int("--allow-fail", list.substr(pos, comma - pos).c_str(), 0));
+        pos = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "commrun: unknown option '%s'\n", argv[i]);
+      usage(2);
+    }
+  }
+  if (o.nranks <= 0) {
+    std::fprintf(stderr, "commrun: -n N (number of ranks) is required\n");
+    usage(2);
+  }
+  if (i >= argc) {
+    std::fprintf(stderr, "commrun: no program given\n");
+    usage(2);
+  }
+  for (; i < argc; ++i) o.argv.push_back(argv[i]);
+  o.argv.push_back(nullptr);
+  return o;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return (abbrev ? std::string("SIG") + abbrev + " (" : "signal (") + std::to_string(sig) + ")";
+}
+
+// Asks the kernel for a free port on `host` by binding port 0.
+int pick_port(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), "0", &hints, &list); rc != 0) {
+    std::fprintf(stderr, "commrun: cannot resolve --host '%s': %s\n", host.c_str(), gai_strerror(rc));
+    return -1;
+  }
+  int port = -1;
+  for (addrinfo* a = list; a && port < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+      port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    ::close(fd);
+  }
+  freeaddrinfo(list);
+  if (port < 0) std::fprintf(stderr, "commrun: cannot bind a port on '%s': %s\n", host.c_str(), std::strerror(errno));
+  return port;
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string t;
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t r = rd();
+    for (int j = 0; j < 8; ++j) t.push_back(kHex[(r >> (4 * j)) & 15]);
+  }
+  return t;
+}
+
+void write_all(int fd, const std::string& s) {
+  std::size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own output is gone (closed pipe); nothing better to do
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+int g_signal_pipe = -1;
+
+extern "C" void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe, &b, 1);
+  errno = saved;
+}
+
+struct Stream {
+  int fd = -1;      // read end of the rank's pipe; -1 once closed
+  int target = 1;   // our stdout or stderr
+  std::string buf;  // a partial line
+};
+
+struct Rank {
+  int index = 0;
+  pid_t pid = -1;
+  bool running = false;
+  Stream out, err;
+};
+
+void emit(const Rank& r, Stream& s, bool at_eof) {
+  const std::string prefix = "[r" + std::to_string(r.index) + "] ";
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t nl = s.buf.find('\n', start);
+    if (nl == std::string::npos) break;
+    write_all(s.target, prefix + s.buf.substr(start, nl - start + 1));
+    start = nl + 1;
+  }
+  s.buf.erase(0, start);
+  if (!s.buf.empty() && (at_eof || s.buf.size() >= kMaxLine)) {
+    write_all(s.target, prefix + s.buf + "\n");
+    s.buf.clear();
+  }
+}
+
+// Reads what is available; false once the pipe is closed.
+bool pump(const Rank& r, Stream& s) {
+  char buf[16384];
+  const ssize_t n = ::read(s.fd, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    emit(r, s, true);
+    ::close(s.fd);
+    s.fd = -1;
+    return false;
+  }
+  s.buf.append(buf, static_cast<std::size_t>(n));
+  emit(r, s, false);
+  return true;
+}
+
+[[noreturn]] void exec_rank(const Options& o, int rank, const std::string& store, const std::string& token,
+                            int out_w, int err_w) {
+  ::setpgid(0, 0);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) ::dup2(null_fd, 0);
+  ::dup2(out_w, 1);
+  ::dup2(err_w, 2);
+  ::setenv("COMM_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("COMM_WORLD_SIZE", std::to_string(o.nranks).c_str(), 1);
+  ::setenv("COMM_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("COMM_STORE", store.c_str(), 1);
+  ::setenv("COMM_STORE_TOKEN", token.c_str(), 1);
+  if (!o.transport.empty()) ::setenv("COMM_TRANSPORT", o.transport.c_str(), 1);
+  // libinfinipath (pulled in by libfabric's psm provider) installs handlers
+  // that print a backtrace and exit(1) on SIGSEGV/SIGABRT, which would hide
+  // the signal from us; keep the default unless the user asked otherwise.
+  ::setenv("IPATH_NO_BACKTRACE", "1", 0);
+  ::execvp(o.argv[0], o.argv.data());
+  std::fprintf(stderr, "commrun: cannot run '%s': %s\n", o.argv[0], std::strerror(errno));
+  std::fflush(stderr);
+  ::_exit(127);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  const int port = pick_port(o.host);
+  if (port < 0) return 1;
+  const bool v6 = o.host.find(':') != std::string::npos;
+  const std::string store = (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(port);
+  const std::string token = random_token();
+
+  int sp[2];
+  if (::pipe2(sp, O_CLOEXEC | O_NONBLOCK) != 0) {
+    std::perror("commrun: pipe");
+    return 1;
+  }
+  g_signal_pipe = sp[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(static_cast<std::size_t>(o.nranks));
+  for (int r = 0; r < o.nranks; ++r) {
+    Rank& rk = ranks[static_cast<std::size_t>(r)];
+    rk.index = r;
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      std::perror("commrun: pipe");
+      return 1;
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("commrun: fork");
+      return 1;
+    }
+    if (pid == 0) exec_rank(o, r, store, token, out[1], err[1]);
+    ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
+    ::close(out[1]);
+    ::close(err[1]);
+    rk.pid = pid;
+    rk.running = true;
+    rk.out = {out[0], 1, {}};
+    rk.err = {err[0], 2, {}};
+  }
+
+  const auto job_deadline = o.timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                          std::chrono::duration<double>(o.timeout_s))
+                                            : Clock::time_point::max();
+  Clock::time_point kill_deadline = Clock::time_point::max();
+  Clock::time_point drain_deadline = Clock::time_point::max();
+  int exit_code = 0;
+  bool stopping = false;
+  std::string failure;
+
+  auto running = [&] {
+    return static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; }));
+  };
+  // `others`: the trigger is a rank that failed, so the count excludes it.
+  auto stop_all = [&](const std::string& why, int code, bool others) {
+    if (stopping) return;
+    stopping = true;
+    exit_code = code;
+    failure = why;
+    const int n = running();
+    if (n > 0)
+      std::fprintf(stderr, "commrun: %s; stopping %s%d rank%s\n", why.c_str(), others ? "the other " : "", n,
+                   n == 1 ? "" : "s");
+    else std::fprintf(stderr, "commrun: %s\n", why.c_str());
+    for (Rank& r : ranks)
+      if (r.running) ::kill(-r.pid, SIGTERM);
+    kill_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace_s));
+  };
+
+  auto kill_all = [&] {
+    for (Rank& r : ranks)
+      if (r.running) ::kill(-r.pid, SIGKILL);
+    kill_deadline = Clock::time_point::max();
+  };
+
+  auto reap = [&] {
+    for (;;) {
+      // Peek first: while the exited rank is an unreaped zombie its process
+      // group id cannot be reused, so killing the group cannot hit a stranger.
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+      const pid_t pid = info.si_pid;
+      // Grandchildren left in the rank's group would keep its pipes open.
+      ::kill(-pid, SIGKILL);
+      int status = 0;
+      if (::waitpid(pid, &status, 0) != pid) break;
+      auto it = std::find_if(ranks.begin(), ranks.end(), [&](const Rank& r) { return r.pid == pid; });
+      if (it == ranks.end()) continue;
+      it->running = false;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (ok) continue;
+      const std::string how = WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                                : "was killed by signal " + signal_name(WTERMSIG(status));
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      const std::string what = "rank " + std::to_string(it->index) + " " + how;
+      if (o.allow_fail.count(it->index)) {
+        std::fprintf(stderr, "commrun: %s (allowed by --allow-fail)\n", what.c_str());
+      } else if (!stopping) {
+        stop_all(what, code, true);
+      }
+    }
+  };
+
+  std::vector<pollfd> fds;
+  std::vector<Stream*> streams;
+  std::vector<Rank*> owners;
+  for (;;) {
+    const auto now = Clock::now();
+    if (running() == 0 && drain_deadline == Clock::time_point::max()) drain_deadline = now + kDrainAfterExit;
+    fds.clear();
+    streams.clear();
+    owners.clear();
+    fds.push_back({sp[0], POLLIN, 0});
+    for (Rank& r : ranks)
+      for (Stream* s : {&r.out, &r.err})
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+          owners.push_back(&r);
+        }
+    if (running() == 0 && (streams.empty() || now >= drain_deadline)) break;
+
+    const auto next = std::min({job_deadline, kill_deadline, drain_deadline});
+    long long wait_ms = -1;
+    if (next != Clock::time_point::max())
+      wait_ms = std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(next - now).count());
+    const int rc = ::poll(fds.data(), fds.size(), wait_ms < 0 ? -1 : static_cast<int>(std::min<long long>(wait_ms, 1 << 30)));
+    if (rc < 0 && errno != EINTR) {
+      std::perror("commrun: poll");
+      break;
+    }
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+      unsigned char sigs[64];
+      const ssize_t n = ::read(sp[0], sigs, sizeof sigs);
+      for (ssize_t i = 0; i < n; ++i) {
+        if (sigs[i] == SIGCHLD) continue;
+        if (stopping && running() > 0) {
+          // A second Ctrl-C: the user does not want to wait for the grace period.
+          std::fprintf(stderr, "commrun: received %s again; sending SIGKILL\n", signal_name(sigs[i]).c_str());
+          kill_all();
+        }
+        stop_all("received " + signal_name(sigs[i]), 128 + sigs[i], false);
+      }
+      reap();
+    }
+    for (std::size_t i = 0; rc > 0 && i < streams.size(); ++i)
+      if (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i], *streams[i]);
+
+    const auto after = Clock::now();
+    if (!stopping && after >= job_deadline) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", o.timeout_s);
+      stop_all(std::string("job timed out after ") + secs + " s (--timeout)", 124, false);
+    }
+    if (stopping && after >= kill_deadline && running() > 0) {
+      std::fprintf(stderr, "commrun: %d rank%s still running %g s after SIGTERM; sending SIGKILL\n", running(),
+                   running() == 1 ? "" : "s", o.grace_s);
+      kill_all();
+    }
+  }
+  for (Rank& r : ranks)
+    for (Stream* s : {&r.out, &r.err})
+      if (s->fd >= 0) {
+        emit(r, *s, true);
+        ::close(s->fd);
+      }
+  if (exit_code != 0) std::fprintf(stderr, "commrun: job failed: %s (exit code %d)\n", failure.c_str(), exit_code);
+  return exit_code;
+}
