@@ -1,8 +1,10 @@
 // The communicator engine: creation, operation lifecycle, progress, failure.
 
+#include "calibration.hpp"
 #include "communicator_impl.hpp"
 #include "log.hpp"
 #include "reduce_kernels.hpp"
+#include "tuning_file.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -138,7 +140,16 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   for (int r = 0; r < c->size_; ++r)
     parse_links(c->store_->get("links/" + std::to_string(r), config.timeout), r, links);
 
-  c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), ComputeParams{}, config.chunk_bytes,
+  // Measured figures replace the transports' nominal ones: from a tuning file,
+  // or measured now (and then saved to the tuning file, if one is named).
+  ComputeParams compute{};
+  if (config.calibrate) {
+    calibrate_links(*c->transport_, *c->store_, c->rank_, c->size_, links, compute, config.timeout);
+    if (!config.tuning_file.empty() && c->rank_ == 0) save_tuning(config.tuning_file, links, compute);
+  } else if (!config.tuning_file.empty()) {
+    load_tuning_agreed(config.tuning_file, *c->store_, c->rank_, links, compute, config.timeout);
+  }
+  c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), compute, config.chunk_bytes,
                                             std::move(overrides), c->transport_->native());
   register_live(c.get());
   COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << config.transport
@@ -526,17 +537,29 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   auto op = start(call);
   wait(*op);
   const std::uint64_t split_id = splits_++;
-  if (color < 0) return nullptr;
-  std::vector<std::pair<std::int64_t, int>> members;
-  for (int r = 0; r < size_; ++r)
-    if (all[2 * static_cast<std::size_t>(r)] == color) members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
-  std::sort(members.begin(), members.end());
-  Config sub = config_;
-  sub.world_size = static_cast<int>(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i)
-    if (members[i].second == rank_) sub.rank = static_cast<int>(i);
-  auto store = make_prefix_store(store_, "split" + std::to_string(split_id) + "/" + std::to_string(color) + "/");
-  return create(sub, std::move(store));
+  std::unique_ptr<CommunicatorImpl> sub;
+  if (color >= 0) {
+    std::vector<std::pair<std::int64_t, int>> members;
+    for (int r = 0; r < size_; ++r)
+      if (all[2 * static_cast<std::size_t>(r)] == color)
+        members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
+    std::sort(members.begin(), members.end());
+    Config cfg = config_;
+    cfg.world_size = static_cast<int>(members.size());
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (members[i].second == rank_) cfg.rank = static_cast<int>(i);
+    auto store = make_prefix_store(store_, "split" + std::to_string(split_id) + "/" + std::to_string(color) + "/");
+    sub = create(cfg, std::move(store));
+  }
+  // Nobody leaves split() until every group has met through the store: the
+  // store may live in rank 0's process, which could otherwise exit first.
+  Call barrier;
+  barrier.collective = Collective::barrier;
+  barrier.internal = true;
+  barrier.options = &opts;
+  auto done = start(barrier);
+  wait(*done);
+  return sub;
 }
 
 }  // namespace comm::detail

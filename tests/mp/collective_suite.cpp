@@ -99,7 +99,10 @@ class Suite {
       }
       // Rank 0 hosts the store: nobody leaves while another rank may still
       // be creating a sub-communicator through it.
-      check("final barrier", [&] { c_.barrier(); });
+      check("final barrier", [&] {
+        c_.barrier();
+        return std::string();
+      });
     } catch (const Stop&) {
       std::printf("comm-mp-suite: rank %d: the communicator failed; stopping. %d passed, %d failed\n", r_, passed_,
                   failed_);

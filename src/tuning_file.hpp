@@ -1,0 +1,85 @@
+#pragma once
+// The tuning file (Config::tuning_file / COMM_TUNING_FILE): measured link
+// latency/bandwidth per link kind and the local compute costs, as JSON, so a
+// calibration run once can be reused by later jobs on the same kind of machine.
+//
+//   {
+//     "comm_tuning_version": 1,
+//     "links": { "shm": {"alpha_us": 0.9, "beta_gbps": 7.2},
+//                "tcp": {"alpha_us": 11.5, "beta_gbps": 2.9} },
+//     "compute": {"reduce_gbps": 6.1, "copy_gbps": 11.0, "step_overhead_us": 0.05}
+//   }
+//
+// Every key is optional except the version; unknown keys, wrong types and
+// out-of-range numbers are errors (a typo must not silently fall back to the
+// defaults). Also holds the small JSON reader this needs (no dependencies).
+
+#include "cost_model.hpp"
+
+#include <comm/store.hpp>
+
+#include <chrono>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace comm {
+
+namespace json {
+
+// A parsed JSON value. Object members keep their order of appearance.
+struct Value {
+  enum class Kind { null, boolean, number, string, array, object };
+  Kind kind = Kind::null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<Value> array;
+  std::vector<std::pair<std::string, Value>> object;
+
+  // The member `key` of an object, or nullptr.
+  const Value* find(std::string_view key) const;
+};
+
+std::string_view to_string(Value::Kind k) noexcept;
+
+// Parses a complete JSON text (RFC 8259: one value, surrounding whitespace).
+// Throws comm::Error(invalid_config) "<what>: line L, column C: <problem>".
+Value parse(std::string_view text, std::string_view what = "JSON");
+
+// `s` as a JSON string literal, quotes included.
+std::string quote(std::string_view s);
+
+}  // namespace json
+
+inline constexpr int kTuningFileVersion = 1;
+
+// Applies the tuning file at `path` to every link of `links` whose kind it
+// lists and to `compute`. Returns false (changing nothing) if the file does not
+// exist. Throws comm::Error(invalid_config) naming the file and the problem if
+// it cannot be read or is malformed; nothing is changed then either.
+bool load_tuning(const std::string& path, LinkMatrix& links, ComputeParams& compute);
+
+// Applies tuning-file JSON `text` (from `origin`, named in errors) like load_tuning.
+void apply_tuning(const std::string& text, const std::string& origin, LinkMatrix& links, ComputeParams& compute);
+
+// Collective form for communicator creation: rank 0 reads `path` and passes
+// its text (or "missing", or why it could not be read) to every rank through
+// `store` (private to the communicator), and every rank applies the same text,
+// so all ranks end with identical links even if their filesystems differ.
+// Returns false on every rank if the file does not exist; on a malformed or
+// unreadable file every rank throws the same invalid_config error.
+bool load_tuning_agreed(const std::string& path, Store& store, int rank, LinkMatrix& links, ComputeParams& compute,
+                        std::chrono::milliseconds timeout);
+
+// Writes alpha/beta of each link kind present in `links` (self excluded; the
+// first pair of a kind is taken, calibrated matrices hold one value per kind)
+// and `compute` to `path`, atomically (temporary file + rename). Throws
+// comm::Error(invalid_config) naming the file if it cannot be written.
+void save_tuning(const std::string& path, const LinkMatrix& links, const ComputeParams& compute);
+
+}  // namespace comm
