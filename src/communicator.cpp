@@ -143,14 +143,23 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   // Measured figures replace the transports' nominal ones: from a tuning file,
   // or measured now (and then saved to the tuning file, if one is named).
   ComputeParams compute{};
+  if (c->caps_.cuda_memory && !c->caps_.host_memory) {
+    // Device-side reductions and copies run at HBM speed; every step costs
+    // about one kernel launch.
+    compute.reduce_gbps = 1000;
+    compute.copy_gbps = 1000;
+    compute.step_overhead_us = 4;
+  }
   if (config.calibrate) {
     calibrate_links(*c->transport_, *c->store_, c->rank_, c->size_, links, compute, config.timeout);
     if (!config.tuning_file.empty() && c->rank_ == 0) save_tuning(config.tuning_file, links, compute);
   } else if (!config.tuning_file.empty()) {
     load_tuning_agreed(config.tuning_file, *c->store_, c->rank_, links, compute, config.timeout);
   }
+  // A stream-ordered transport without a stream engine can run only its own collectives.
+  const bool schedules_runnable = !c->caps_.stream_ordered || c->transport_->stream_engine() != nullptr;
   c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), compute, config.chunk_bytes,
-                                            std::move(overrides), c->transport_->native());
+                                            std::move(overrides), c->transport_->native(), schedules_runnable);
   register_live(c.get());
   COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << config.transport
                                  << " ready");
@@ -258,6 +267,13 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
                     OpState::posted, 0, 0, recorder_.now_us(), -1, {}});
 
+  if (p2p && caps_.stream_ordered) {
+    // Stream-ordered transports move point-to-point data with their own send/recv.
+    if (!transport_->native())
+      throw Error(ErrorCode::unsupported, "transport '" + config_.transport + "' offers no send/recv");
+    op->algorithm = "native";
+    return run_native(std::move(op), call);
+  }
   if (!p2p && selector_->is_native(call.collective, op->algorithm)) return run_native(std::move(op), call);
 
   const std::size_t esize = dtype_size(call.dtype);

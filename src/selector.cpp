@@ -20,7 +20,7 @@ int bucket_of(std::size_t bytes) {
 }  // namespace
 
 Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
-                   std::vector<OverrideRule> overrides, NativeCollectives* native)
+                   std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable)
     : nranks_(nranks),
       links_(std::move(links)),
       compute_(compute),
@@ -31,7 +31,7 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
     auto& pc = per_coll_[index(c)];
     pc.bucket_choice.fill(-1);
     for (const auto& a : algo::all_algorithms())
-      if (a.collective == c) {
+      if (schedules_runnable && a.collective == c) {
         pc.names.emplace_back(a.name);
         pc.ours.push_back(&a);
       }

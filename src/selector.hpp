@@ -25,8 +25,10 @@ namespace comm {
 
 class Selector {
  public:
+  // `schedules_runnable` false: the transport runs only its native collectives
+  // (a stream-ordered transport built without its stream engine).
   Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
-           std::vector<OverrideRule> overrides, NativeCollectives* native);
+           std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable = true);
 
   // Algorithm names that exist for `c` (ours, then the transport's native ones).
   const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
