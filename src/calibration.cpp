@@ -26,6 +26,12 @@ constexpr int kWarmup = 16;
 constexpr int kSmallIters = 64;
 constexpr int kLargeIters = 16;
 constexpr int kComputeIters = 5;
+// Large messages and compute steps cycle through this many chunk-sized
+// windows (8 MiB in all): a large collective streams its buffers through
+// memory, so timing one chunk that stays in cache overstates bandwidth (UCX
+// shm on the 2-core development VM: 17-21 GB/s from one cached chunk, flipping
+// between runs, against a steadier 7-14 GB/s streaming).
+constexpr std::size_t kWindows = 8;
 // Longest single transport wait before re-checking the deadline.
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 
@@ -56,13 +62,13 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
         if (c->is_pending()) t.cancel(*c);
       throw Error(ErrorCode::timeout, "calibration: no answer from rank " + std::to_string(peer) + " within " +
                                           std::to_string(timeout.count()) +
-                                          " ms during the link ping-pong (is that rank alive and calibrating too?)");
+                                          " ms during the link exchange (is that rank alive and calibrating too?)");
     }
     if (!poll_only) t.wait(std::min(deadline, now + kWaitSlice));
   }
   for (const Completion* c : cs)
     if (c->state.load(std::memory_order_acquire) == Completion::failed)
-      throw Error(c->code, "calibration ping-pong with rank " + std::to_string(peer) + ": " + c->message);
+      throw Error(c->code, "calibration exchange with rank " + std::to_string(peer) + ": " + c->message);
 }
 
 // Lower-quartile time (µs) of one exchange of `bytes` with `peer`: both
@@ -75,17 +81,18 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
 // after creation two ranks that both sleep between messages can settle into
 // paying the transport's whole spin and a wake-up on every message (UCX shm:
 // 208 us per hop for tens of ms), which is not what a running job sees.
-double exchange_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
+double exchange_us(Transport& t, int peer, std::size_t bytes, std::size_t windows, int iters, std::uint64_t tag,
                    std::chrono::milliseconds timeout) {
-  std::vector<std::byte> out(bytes, std::byte{0x5a}), in(bytes);
+  std::vector<std::byte> out(bytes * windows, std::byte{0x5a}), in(bytes * windows);
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(iters));
   const auto deadline = Clock::now() + timeout;
   for (int i = 0; i < kWarmup + iters; ++i) {
     Completion s, r;
     const auto t0 = Clock::now();
-    t.irecv(peer, tag, in.data(), bytes, r);
-    t.isend(peer, tag, out.data(), bytes, s);
+    const std::size_t at = static_cast<std::size_t>(i) % windows * bytes;
+    t.irecv(peer, tag, in.data() + at, bytes, r);
+    t.isend(peer, tag, out.data() + at, bytes, s);
     wait_all(t, {&s, &r}, peer, deadline, timeout, i < kWarmup);
     if (i >= kWarmup) times.push_back(micros(Clock::now() - t0));
   }
@@ -97,16 +104,18 @@ struct Throughput {
   double copy_gbps = 0;
 };
 
-// Host f32 sum and memcpy of chunk-sized buffers, lower quartile of a few runs.
+// Host f32 sum and memcpy of chunk-sized pieces, each run through a
+// different window (see kWindows); lower quartile of the runs.
 Throughput measure_compute() {
   const std::size_t count = kLargeBytes / sizeof(float);
-  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count, 0.0f);
+  std::vector<float> a(count * kWindows, 1.0f), b(count * kWindows, 2.0f), dst(count * kWindows, 0.0f);
   std::vector<double> reduce_us, copy_us;
-  for (int i = 0; i < 1 + kComputeIters; ++i) {
+  for (std::size_t i = 0; i < 1 + kComputeIters * kWindows; ++i) {
+    const std::size_t at = i % kWindows * count;
     auto t0 = Clock::now();
-    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
+    kernels::reduce(dst.data() + at, a.data() + at, b.data() + at, count, DataType::f32, ReduceOp::sum);
     auto t1 = Clock::now();
-    std::memcpy(a.data(), dst.data(), kLargeBytes);
+    std::memcpy(a.data() + (at + count) % (count * kWindows), dst.data() + at, kLargeBytes);
     auto t2 = Clock::now();
     if (i > 0) {
       reduce_us.push_back(micros(t1 - t0));
@@ -157,9 +166,10 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, Lin
     const std::string key = "calibration/link/" + std::string(to_string(kind));
     if (rank == a || rank == b) {
       const int peer = rank == a ? b : a;
-      const double small = exchange_us(transport, peer, kSmallBytes, kSmallIters, kCalibrationTag | phase, timeout);
+      const double small =
+          exchange_us(transport, peer, kSmallBytes, 1, kSmallIters, kCalibrationTag | phase, timeout);
       const double large =
-          exchange_us(transport, peer, kLargeBytes, kLargeIters, kCalibrationTag | (phase + 1), timeout);
+          exchange_us(transport, peer, kLargeBytes, kWindows, kLargeIters, kCalibrationTag | (phase + 1), timeout);
       // The cost model charges alpha + bytes / beta per message; solve for both.
       const double alpha = small;
       const double extra_us = large > alpha ? large - alpha : large;

@@ -420,6 +420,9 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
       if (link.kind == k.kind) {
         if (k.alpha) link.alpha_us = *k.alpha;
         if (k.beta) link.beta_gbps = *k.beta;
+        // comm-info shows the link's source next to its figures.
+        if (link.detail.find("tuning file") == std::string::npos)
+          link.detail += (link.detail.empty() ? "" : ", ") + std::string("from tuning file");
       }
   compute = c;
 }

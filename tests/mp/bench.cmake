@@ -1,0 +1,100 @@
+# comm-bench smoke tests: every all-reduce algorithm side by side from 8 B to
+# 64 KiB on 2 ranks, results checked (-c 1), over each transport of this build
+# (label = the transport name, plus mp and bench). The test then reads the
+# --json file back and asserts that it parses, that every record has zero
+# wrong elements and a positive time, and that every algorithm and auto ran
+# at every size.
+#
+# This file has two modes: included from tests/mp/CMakeLists.txt it registers
+# the tests; run as `cmake -P bench.cmake -D...` it is the test itself.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  foreach(var COMMRUN BENCH TRANSPORT JSON)
+    if(NOT DEFINED ${var})
+      message(FATAL_ERROR "bench.cmake: -D${var}=... is required")
+    endif()
+  endforeach()
+  file(REMOVE "${JSON}")
+  execute_process(
+    COMMAND "${COMMRUN}" -n 2 --timeout 230 -- "${BENCH}" --transport ${TRANSPORT} --coll allreduce --algo all
+            -b 8 -e 64K -f 4 -n 10 -w 2 -c 1 --quiet --json "${JSON}"
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "comm-bench on ${TRANSPORT} exited with ${rc} (1 = wrong elements or a failed transport)")
+  endif()
+  file(READ "${JSON}" text)
+  string(JSON records ERROR_VARIABLE err GET "${text}" records)
+  if(err)
+    message(FATAL_ERROR "${JSON} does not parse as comm-bench JSON: ${err}")
+  endif()
+  string(JSON n LENGTH "${text}" records)
+  if(n EQUAL 0)
+    message(FATAL_ERROR "${JSON} has no records")
+  endif()
+  set(sizes "")
+  set(algos "")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON wrong GET "${text}" records ${i} wrong)
+    string(JSON time GET "${text}" records ${i} time_us)
+    string(JSON algo GET "${text}" records ${i} algo)
+    string(JSON bytes GET "${text}" records ${i} bytes)
+    string(JSON pick GET "${text}" records ${i} auto_pick)
+    string(JSON transport GET "${text}" records ${i} transport)
+    if(NOT wrong EQUAL 0)
+      message(FATAL_ERROR "record ${i} (${algo}, ${bytes} B): ${wrong} wrong elements")
+    endif()
+    if(NOT time GREATER 0)
+      message(FATAL_ERROR "record ${i} (${algo}, ${bytes} B): time_us ${time} is not positive")
+    endif()
+    if(pick STREQUAL "" OR pick STREQUAL "NOTFOUND")
+      message(FATAL_ERROR "record ${i} (${algo}, ${bytes} B): auto_pick missing")
+    endif()
+    if(NOT transport STREQUAL TRANSPORT)
+      message(FATAL_ERROR "record ${i}: transport '${transport}', expected '${TRANSPORT}'")
+    endif()
+    list(APPEND sizes ${bytes})
+    list(APPEND algos ${algo})
+  endforeach()
+  list(REMOVE_DUPLICATES sizes)
+  list(REMOVE_DUPLICATES algos)
+  list(LENGTH sizes nsizes)
+  list(LENGTH algos nalgos)
+  # 8, 32, 128, 512, 2K, 8K, 32K and the end point 64K.
+  if(NOT nsizes EQUAL 8)
+    message(FATAL_ERROR "expected 8 sizes from 8 B to 64 KiB, found ${nsizes}: ${sizes}")
+  endif()
+  if(NOT "auto" IN_LIST algos OR nalgos LESS 3)
+    message(FATAL_ERROR "expected every algorithm plus auto, found: ${algos}")
+  endif()
+  math(EXPR expected "${nsizes} * ${nalgos}")
+  if(NOT n EQUAL expected)
+    message(FATAL_ERROR "expected ${expected} records (${nsizes} sizes x ${nalgos} algorithms), found ${n}")
+  endif()
+  message(STATUS "comm-bench ${TRANSPORT}: ${n} records, ${nalgos} algorithms (${algos}), 0 wrong")
+  return()
+endif()
+
+if(NOT TARGET comm-bench)
+  return()
+endif()
+
+set(COMM_BENCH_ENV_ucx_shm UCX_TLS=shm)
+set(COMM_BENCH_ENV_ucx_tcp UCX_TLS=tcp UCX_NET_DEVICES=lo)
+set(COMM_BENCH_ENV_ofi_shm FI_PROVIDER=shm COMM_OFI_PROVIDER=shm)
+set(COMM_BENCH_ENV_ofi_tcp "FI_PROVIDER=tcp\;ofi_rxm" "COMM_OFI_PROVIDER=tcp\;ofi_rxm" FI_TCP_IFACE=lo FI_NET_IFACE=lo)
+set(COMM_BENCH_ENV_gloo_tcp COMM_IFACE=127.0.0.1)
+
+foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
+  string(REGEX REPLACE "_.*" "" t ${variant})
+  string(TOUPPER ${t} T)
+  if(NOT COMM_HAVE_${T})
+    continue()
+  endif()
+  add_test(NAME mp_bench_${variant}
+    COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DBENCH=$<TARGET_FILE:comm-bench>
+            -DTRANSPORT=${t} -DJSON=${CMAKE_CURRENT_BINARY_DIR}/bench_${variant}.json
+            -P ${CMAKE_CURRENT_LIST_FILE})
+  set_tests_properties(mp_bench_${variant} PROPERTIES LABELS "mp;bench;${t}" TIMEOUT 240
+                       ENVIRONMENT "${COMM_BENCH_ENV_${variant}}")
+endforeach()

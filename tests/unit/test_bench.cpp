@@ -1,0 +1,524 @@
+// comm-bench internals (statistics, busbw factors, layouts, option parsing,
+// JSON output, reference data), the tuning file, and start-up calibration.
+
+#include "tools/bench/data.hpp"
+#include "tools/bench/json_writer.hpp"
+#include "tools/bench/options.hpp"
+#include "tools/bench/report.hpp"
+#include "tools/bench/runner.hpp"
+#include "tools/bench/stats.hpp"
+
+#include "calibration.hpp"
+#include "tuning_file.hpp"
+#include "local_group.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+using namespace comm;
+using namespace comm::bench;
+
+namespace {
+
+Options parse(std::initializer_list<std::string_view> args) { return parse_options(std::vector<std::string_view>(args)); }
+
+// The message of the invalid_argument error parse() throws for `args`.
+std::string parse_error(std::initializer_list<std::string_view> args) {
+  try {
+    parse(args);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    return e.what();
+  }
+  FAIL("expected an error");
+  return {};
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("comm_test_bench_" + name)).string();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+LinkMatrix two_rank_matrix(LinkKind kind, double alpha, double beta) {
+  LinkMatrix m;
+  m.n = 2;
+  m.links = {{LinkKind::self, 0.05, 10, "self"}, {kind, alpha, beta, "a"}, {kind, alpha, beta, "b"},
+             {LinkKind::self, 0.05, 10, "self"}};
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("median and percentiles") {
+  CHECK(median({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(median({7.0}) == 7.0);
+  CHECK(std::isnan(median({})));
+  const std::vector<double> v{10, 20, 30, 40, 50};
+  CHECK(percentile(v, 0) == 10);
+  CHECK(percentile(v, 100) == 50);
+  CHECK(percentile(v, 25) == 20);
+  CHECK(percentile(v, 10) == doctest::Approx(14.0));  // 0.4 of the way from 10 to 20
+  CHECK(gbps(1000, 1.0) == doctest::Approx(1.0));      // 1000 B in 1 us = 1 GB/s
+  CHECK(gbps(1000, 0.0) == 0.0);
+}
+
+TEST_CASE("busbw factors follow nccl-tests") {
+  for (int n : {1, 2, 3, 4, 8, 16}) {
+    const double ring = (n - 1.0) / n;
+    CHECK(busbw_factor(BenchColl::allreduce, n) == doctest::Approx(2 * ring));
+    CHECK(busbw_factor(BenchColl::reduce_scatter, n) == doctest::Approx(ring));
+    CHECK(busbw_factor(BenchColl::allgather, n) == doctest::Approx(ring));
+    CHECK(busbw_factor(BenchColl::alltoall, n) == doctest::Approx(ring));
+    CHECK(busbw_factor(BenchColl::broadcast, n) == 1.0);
+    CHECK(busbw_factor(BenchColl::reduce, n) == 1.0);
+    CHECK(busbw_factor(BenchColl::sendrecv, n) == 1.0);
+  }
+}
+
+TEST_CASE("collective names and layouts") {
+  for (BenchColl c : kAllBenchColls) CHECK(parse_bench_coll(to_string(c)) == c);
+  CHECK(parse_bench_coll("all_to_all") == BenchColl::alltoall);
+  CHECK(parse_bench_coll("reduce-scatter") == BenchColl::reduce_scatter);
+  CHECK_THROWS_AS(parse_bench_coll("gather"), Error);
+
+  // 100 B of f32 on 3 ranks: 25 elements, 8 per rank block.
+  const Layout rs = make_layout(BenchColl::reduce_scatter, 100, 4, 3);
+  CHECK(rs.block == 8);
+  CHECK(rs.count == 24);
+  CHECK(rs.bytes == 96);
+  CHECK(rs.in_count == 24);
+  CHECK(rs.out_count == 8);
+  const Layout ag = make_layout(BenchColl::allgather, 100, 4, 3);
+  CHECK(ag.in_count == 8);
+  CHECK(ag.out_count == 24);
+  const Layout a2a = make_layout(BenchColl::alltoall, 100, 4, 3);
+  CHECK(a2a.in_count == 24);
+  CHECK(a2a.out_count == 24);
+  const Layout ar = make_layout(BenchColl::allreduce, 10, 4, 3);  // rounds down to whole elements
+  CHECK(ar.count == 2);
+  CHECK(ar.bytes == 8);
+  CHECK(make_layout(BenchColl::allgather, 8, 4, 3).count == 0);  // 2 elements cannot split over 3 ranks
+}
+
+TEST_CASE("size sweep and iteration scaling") {
+  CHECK(size_sweep(8, 65536, 4) == std::vector<std::size_t>{8, 32, 128, 512, 2048, 8192, 32768, 65536});
+  CHECK(size_sweep(8, 8, 2) == std::vector<std::size_t>{8});
+  CHECK(size_sweep(1, 8, 2) == std::vector<std::size_t>{1, 2, 4, 8});
+  CHECK(size_sweep(0, 4, 2) == std::vector<std::size_t>{0, 1, 2, 4});
+  CHECK(size_sweep(3, 10, 1.5) == std::vector<std::size_t>{3, 4, 6, 10});  // 3, 4.5, 6.75 then the end point
+  CHECK(scaled_iters(50, 4 << 20) == 50);
+  CHECK(scaled_iters(50, 8 << 20) == 25);
+  CHECK(scaled_iters(50, 64 << 20) == 10);
+  CHECK(scaled_iters(3, 64 << 20) == 3);
+  CHECK(scaled_warmup(5, 8) == 5);
+  CHECK(scaled_warmup(5, 8 << 20) == 2);
+  CHECK(scaled_warmup(5, 64 << 20) == 1);
+  CHECK(scaled_warmup(0, 64 << 20) == 0);
+}
+
+TEST_CASE("option parsing") {
+  const Options d = parse({});
+  CHECK(d.min_bytes == 8);
+  CHECK(d.max_bytes == std::size_t{64} << 20);
+  CHECK(d.check);
+  CHECK(d.algo == "auto");
+  CHECK(d.coll == BenchColl::allreduce);
+
+  const Options o = parse({"-b", "1K", "-e", "1M", "-f", "2", "-n", "7", "-w", "0", "-c", "0", "-d", "bf16", "-o",
+                           "max", "-r", "1", "--coll", "alltoall", "--algo", "pairwise", "--transport", "all",
+                           "--json", "r.json", "--plot", "p.svg", "-q"});
+  CHECK(o.min_bytes == 1024);
+  CHECK(o.max_bytes == 1 << 20);
+  CHECK(o.step_factor == 2.0);
+  CHECK(o.iters == 7);
+  CHECK(o.warmup == 0);
+  CHECK_FALSE(o.check);
+  CHECK(o.dtype == DataType::bf16);
+  CHECK(o.op == ReduceOp::max);
+  CHECK(o.root == 1);
+  CHECK(o.coll == BenchColl::alltoall);
+  CHECK(o.colls == std::vector<BenchColl>{BenchColl::alltoall});
+  CHECK(o.algo == "pairwise");
+  CHECK(o.transport == "all");
+  CHECK(o.json_path == "r.json");
+  CHECK(o.plot_path == "p.svg");
+  CHECK(o.quiet);
+
+  const Options g = parse({"-b8", "-e64K", "--iters=5", "-d", "float", "--help"});  // getopt and --x=y forms
+  CHECK(g.min_bytes == 8);
+  CHECK(g.max_bytes == 65536);
+  CHECK(g.iters == 5);
+  CHECK(g.dtype == DataType::f32);
+  CHECK(g.help);
+
+  CHECK(parse_error({"--frobnicate"}).find("unknown option '--frobnicate'") != std::string::npos);
+  CHECK(parse_error({"-f", "1"}).find("-f '1'") != std::string::npos);
+  CHECK(parse_error({"-b", "12X"}).find("-b '12X'") != std::string::npos);
+  CHECK(parse_error({"-n", "0"}).find("an integer >= 1") != std::string::npos);
+  CHECK(parse_error({"-c", "2"}).find("0 or 1") != std::string::npos);
+  CHECK(parse_error({"-e"}).find("-e needs a value") != std::string::npos);
+  CHECK(parse_error({"-d", "float17"}).find("-d:") != std::string::npos);
+  CHECK(parse_error({"-o", "xor"}).find("-o:") != std::string::npos);
+  CHECK(parse_error({"--coll", "gather"}).find("unknown collective 'gather'") != std::string::npos);
+  CHECK(parse_error({"-b", "1M", "-e", "1K"}).find("larger than -e") != std::string::npos);
+  CHECK(parse_error({"--coll", "sendrecv", "--algo", "ring"}).find("sendrecv") != std::string::npos);
+  CHECK(parse_error({"--coll", "allreduce,,sendrecv"}).find("separated by commas") != std::string::npos);
+  CHECK(parse_error({"--coll", "allreduce,gather"}).find("unknown collective 'gather'") != std::string::npos);
+  const Options list = parse({"--coll", "allreduce,sendrecv,allreduce", "--algo", "all"});
+  CHECK(list.colls == std::vector<BenchColl>{BenchColl::allreduce, BenchColl::sendrecv});
+  CHECK(list.coll == BenchColl::allreduce);
+  CHECK(usage().find("median over iterations") != std::string::npos);
+}
+
+TEST_CASE("JSON writer output parses back") {
+  JsonWriter w;
+  w.begin_object();
+  w.key("s").value("quote \" backslash \\ newline \n tab \t ctrl \x01 utf8 \xc3\xa9");
+  w.key("d").value(0.1);
+  w.key("big").value(1.0e300);
+  w.key("nan").value(std::nan(""));
+  w.key("i").value(std::int64_t{-42});
+  w.key("u").value(std::size_t{1} << 40);
+  w.key("b").value(true);
+  w.key("n").null();
+  w.key("a").begin_array().value(1).begin_object().key("k").value("v").end_object().end_array();
+  w.end_object();
+  const json::Value v = json::parse(w.str());
+  REQUIRE(v.kind == json::Value::Kind::object);
+  CHECK(v.find("s")->string == "quote \" backslash \\ newline \n tab \t ctrl \x01 utf8 \xc3\xa9");
+  CHECK(v.find("d")->number == 0.1);  // shortest round-trip form
+  CHECK(v.find("big")->number == 1.0e300);
+  CHECK(v.find("nan")->kind == json::Value::Kind::null);
+  CHECK(v.find("i")->number == -42);
+  CHECK(v.find("u")->number == static_cast<double>(std::size_t{1} << 40));
+  CHECK(v.find("b")->boolean);
+  CHECK(v.find("n")->kind == json::Value::Kind::null);
+  REQUIRE(v.find("a")->array.size() == 2);
+  CHECK(v.find("a")->array[1].find("k")->string == "v");
+
+  JsonWriter bad;
+  bad.begin_object();
+  CHECK_THROWS_AS(bad.value(1), Error);  // a value needs a key inside an object
+  CHECK_THROWS_AS(bad.str(), Error);     // still open
+  JsonWriter unbalanced;
+  CHECK_THROWS_AS(unbalanced.end_array(), Error);
+}
+
+TEST_CASE("JSON reader rejects malformed text with a position") {
+  CHECK(json::parse(" [1, -2.5e3, \"\\u00e9\\ud83d\\ude00\"] ").array[2].string == "\xc3\xa9\xf0\x9f\x98\x80");
+  for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "\"abc", "tru", "{\"a\":1,\"a\":2}", "[1] 2",
+                          "\"\\x\"", "-", "{1:2}"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(json::parse(bad), Error);
+  }
+  try {
+    json::parse("{\n  \"a\": [1, 2,,]\n}", "t.json");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_config);
+    CHECK(std::string(e.what()).find("t.json: line 2, column 14") != std::string::npos);
+  }
+}
+
+TEST_CASE("results JSON has one record per point with the documented fields") {
+  Result r;
+  r.coll = BenchColl::allreduce;
+  r.transport = "ucx";
+  r.algo = "auto";
+  r.ran = "ring";
+  r.auto_pick = "ring";
+  r.ranks = 2;
+  r.layout = make_layout(BenchColl::allreduce, 4096, 4, 2);
+  r.iters = 50;
+  r.time_us = 12.5;
+  r.algbw_gbps = gbps(4096, 12.5);
+  r.busbw_gbps = r.algbw_gbps * busbw_factor(BenchColl::allreduce, 2);
+  r.wrong = 0;
+  r.pred_us = 11.0;
+  Result p2p = r;
+  p2p.coll = BenchColl::sendrecv;
+  p2p.algo = p2p.ran = "p2p";
+  p2p.auto_pick.clear();
+  p2p.pred_us = -1;
+  RunInfo info;
+  info.command = "comm-bench --algo all";
+  info.ranks = 2;
+  info.skipped_transports = {{"nccl", "no GPU"}};
+  const json::Value v = json::parse(results_json(info, {r, p2p}));
+  const auto& recs = v.find("records")->array;
+  REQUIRE(recs.size() == 2);
+  for (const char* key : {"coll", "transport", "algo", "ranks", "bytes", "count", "dtype", "time_us", "algbw_gbps",
+                          "busbw_gbps", "wrong", "pred_us", "auto_pick"}) {
+    CAPTURE(key);
+    CHECK(recs[0].find(key) != nullptr);
+  }
+  CHECK(recs[0].find("coll")->string == "allreduce");
+  CHECK(recs[0].find("bytes")->number == 4096);
+  CHECK(recs[0].find("count")->number == 1024);
+  CHECK(recs[0].find("time_us")->number == 12.5);
+  CHECK(recs[0].find("busbw_gbps")->number == doctest::Approx(4096 / 12.5e3));
+  CHECK(recs[0].find("auto_pick")->string == "ring");
+  CHECK(recs[1].find("auto_pick")->kind == json::Value::Kind::null);
+  CHECK(recs[1].find("pred_us")->kind == json::Value::Kind::null);
+  CHECK(v.find("skipped_transports")->array[0].find("reason")->string == "no GPU");
+}
+
+TEST_CASE("summary picks the fastest algorithm and the auto ratio") {
+  auto res = [](std::string algo, std::size_t bytes, double us) {
+    Result r;
+    r.transport = "ucx";
+    r.algo = algo;
+    r.auto_pick = "ring";
+    r.layout.bytes = bytes;
+    r.time_us = us;
+    return r;
+  };
+  const auto rows = summarize({res("ring", 8, 2.0), res("direct", 8, 1.0), res("auto", 8, 2.1), res("ring", 64, 5.0),
+                               res("direct", 64, 6.0)},
+                              "ucx", BenchColl::allreduce);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].best == "direct");
+  CHECK(rows[0].ratio() == doctest::Approx(2.0));
+  CHECK(rows[0].auto_us == 2.1);
+  CHECK(rows[1].best == "ring");
+  CHECK(rows[1].ratio() == doctest::Approx(1.0));
+  CHECK(rows[1].auto_us < 0);
+}
+
+TEST_CASE("half and bfloat16 conversions") {
+  CHECK(to_f16(1.0f) == 0x3c00);
+  CHECK(to_f16(-2.0f) == 0xc000);
+  CHECK(to_f16(65504.0f) == 0x7bff);
+  CHECK(to_f16(70000.0f) == 0x7c00);               // overflow: infinity
+  CHECK(to_f16(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
+  CHECK(to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // tie rounds to even
+  CHECK(from_f16(0x3555) == doctest::Approx(0.333251953125));
+  CHECK(from_f16(0x0001) == std::ldexp(1.0f, -24));
+  for (float f : {0.0f, 1.0f, 3.0f, 97.0f, 1024.0f, -5.5f}) CHECK(from_f16(to_f16(f)) == f);
+  CHECK(to_bf16(1.0f) == 0x3f80);
+  CHECK(from_bf16(0x4040) == 3.0f);
+  for (float f : {0.0f, 1.0f, 96.0f, 255.0f, -7.0f}) CHECK(from_bf16(to_bf16(f)) == f);
+}
+
+TEST_CASE("reference results") {
+  // Sum over 3 ranks of the documented input values, computed here by hand.
+  for (std::size_t i = 0; i < 20; ++i) {
+    const double expect = (1 + (0 + i) % 5) + (1 + (3 + i) % 5) + (1 + (6 + i) % 5);
+    CHECK(expected_reduction(BenchColl::allreduce, DataType::f32, ReduceOp::sum, 3, i) == expect);
+  }
+  // i8 wraps: 100 ranks x values 1..5 overflow 127 the same way the type does.
+  double sum = 0;
+  for (int r = 0; r < 100; ++r) sum += input_value(BenchColl::allreduce, ReduceOp::sum, r, 7);
+  CHECK(expected_reduction(BenchColl::allreduce, DataType::i8, ReduceOp::sum, 100, 7) ==
+        static_cast<std::int8_t>(static_cast<int>(sum)));
+
+  std::vector<float> out(16);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<float>(expected_reduction(BenchColl::allreduce, DataType::f32, ReduceOp::max, 2, i));
+  CheckArgs a;
+  a.op = ReduceOp::max;
+  a.nranks = 2;
+  a.block = out.size();
+  CHECK(count_wrong(out.data(), a) == 0);
+  out[3] += 1;
+  out[9] = std::nanf("");
+  CHECK(count_wrong(out.data(), a) == 2);
+  fill_poison(out.data(), DataType::f32, out.size());
+  CHECK(count_wrong(out.data(), a) == out.size());
+}
+
+TEST_CASE("runner measures and checks every collective over the local transport") {
+  for (int n : {2, 3}) {
+    for (BenchColl c : kAllBenchColls) {
+      if (c == BenchColl::sendrecv && n != 2) continue;
+      CAPTURE(n);
+      CAPTURE(to_string(c));
+      std::vector<Result> results[3];
+      test::run_local(n, [&](Communicator& comm) {
+        Options o;
+        o.coll = c;
+        o.min_bytes = 4;
+        o.max_bytes = 4096;
+        o.step_factor = 8;
+        o.iters = 3;
+        o.warmup = 1;
+        o.dtype = c == BenchColl::allgather ? DataType::f16 : DataType::i32;
+        o.root = n - 1;
+        o.algo = c == BenchColl::sendrecv ? "auto" : "all";
+        Runner runner(comm, o);
+        Callbacks cb;
+        cb.on_result = [&](const Result& r) { results[comm.rank()].push_back(r); };
+        runner.run(cb);
+      });
+      REQUIRE_FALSE(results[0].empty());
+      for (const auto& r : results[0]) {
+        CAPTURE(r.algo);
+        CAPTURE(r.layout.bytes);
+        CHECK(r.wrong == 0);
+        CHECK(r.time_us >= 0);
+        CHECK(r.iters == 3);
+        CHECK(r.ranks == n);
+      }
+      // Every rank reports the same (max over ranks) time.
+      for (int k = 1; k < n; ++k) {
+        REQUIRE(results[k].size() == results[0].size());
+        for (std::size_t i = 0; i < results[0].size(); ++i) CHECK(results[k][i].time_us == results[0][i].time_us);
+      }
+    }
+  }
+}
+
+TEST_CASE("tuning file round trip") {
+  const std::string path = temp_path("roundtrip.json");
+  ComputeParams saved;
+  saved.reduce_gbps = 6.25;
+  saved.copy_gbps = 11.5;
+  saved.step_overhead_us = 0.125;
+  save_tuning(path, two_rank_matrix(LinkKind::tcp, 12.5, 2.75), saved);
+
+  LinkMatrix m = two_rank_matrix(LinkKind::tcp, 99, 99);
+  ComputeParams c;
+  REQUIRE(load_tuning(path, m, c));
+  CHECK(m.at(0, 1).alpha_us == 12.5);
+  CHECK(m.at(1, 0).beta_gbps == 2.75);
+  CHECK(m.at(0, 1).detail == "a, from tuning file");
+  CHECK(m.at(0, 0).alpha_us == 0.05);  // self links are not in the file and stay as they were
+  CHECK(m.at(0, 0).detail == "self");
+  CHECK(c.reduce_gbps == 6.25);
+  CHECK(c.copy_gbps == 11.5);
+  CHECK(c.step_overhead_us == 0.125);
+
+  LinkMatrix other = two_rank_matrix(LinkKind::shm, 1, 5);  // a kind the file does not list: untouched
+  REQUIRE(load_tuning(path, other, c));
+  CHECK(other.at(0, 1).alpha_us == 1);
+  std::remove(path.c_str());
+  CHECK_FALSE(load_tuning(path, m, c));  // a missing file is not an error
+}
+
+TEST_CASE("malformed tuning files are errors naming the file and the problem") {
+  const std::string path = temp_path("bad.json");
+  const std::pair<const char*, const char*> cases[] = {
+      {"{\"comm_tuning_version\": 1, \"links\": {\"shm\": {\"alpha_us\": 1,}}}", "line 1, column"},
+      {"{\"links\": {}}", "missing \"comm_tuning_version\""},
+      {"{\"comm_tuning_version\": 2}", "version 2 is not supported"},
+      {"{\"comm_tuning_version\": 1, \"links\": {\"warp\": {\"alpha_us\": 1}}}", "warp"},
+      {"{\"comm_tuning_version\": 1, \"links\": {\"tcp\": {\"beta_gbps\": 0}}}", "links.tcp.beta_gbps = 0"},
+      {"{\"comm_tuning_version\": 1, \"links\": {\"tcp\": {\"alpha_us\": \"fast\"}}}", "must be a number"},
+      {"{\"comm_tuning_version\": 1, \"compute\": {\"reduce_gbs\": 1}}", "unknown key \"reduce_gbs\""},
+      {"{\"comm_tuning_version\": 1, \"links\": []}", "links must be an object"},
+      {"[1]", "the top level must be an object"},
+  };
+  for (const auto& [text, expect] : cases) {
+    CAPTURE(text);
+    write_text(path, text);
+    LinkMatrix m = two_rank_matrix(LinkKind::tcp, 3, 4);
+    ComputeParams c;
+    try {
+      load_tuning(path, m, c);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_config);
+      CHECK(std::string(e.what()).find(path) != std::string::npos);
+      CHECK(std::string(e.what()).find(expect) != std::string::npos);
+    }
+    CHECK(m.at(0, 1).alpha_us == 3);  // nothing applied
+  }
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(save_tuning("/nonexistent-dir/x/tuning.json", two_rank_matrix(LinkKind::tcp, 1, 1), {}), Error);
+}
+
+TEST_CASE("the agreed tuning file is rank 0's, on every rank") {
+  const std::string path = temp_path("agreed.json");
+  ComputeParams saved;
+  saved.reduce_gbps = 3.5;
+  save_tuning(path, two_rank_matrix(LinkKind::shm, 0.75, 6.5), saved);
+  const std::string bad_path = temp_path("agreed_bad.json");
+  write_text(bad_path, "{\"comm_tuning_version\": 1, \"links\": 5}");
+  for (const bool malformed : {false, true}) {
+    CAPTURE(malformed);
+    auto store = make_memory_store();
+    LinkMatrix m[2] = {two_rank_matrix(LinkKind::shm, 9, 9), two_rank_matrix(LinkKind::shm, 9, 9)};
+    ComputeParams c[2];
+    std::string errors[2];
+    bool found[2] = {false, false};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        // Rank 1 names a file it does not have: rank 0's file decides.
+        const std::string mine = r == 0 ? (malformed ? bad_path : path) : temp_path("absent.json");
+        try {
+          found[r] = load_tuning_agreed(mine, *store, r, m[r], c[r], std::chrono::seconds(10));
+        } catch (const Error& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    if (malformed) {
+      CHECK(errors[0].find("links must be an object") != std::string::npos);
+      CHECK(errors[1] == errors[0]);
+    } else {
+      for (int r = 0; r < 2; ++r) {
+        CHECK(errors[r].empty());
+        CHECK(found[r]);
+        CHECK(m[r].at(0, 1).alpha_us == 0.75);
+        CHECK(m[r].at(1, 0).beta_gbps == 6.5);
+        CHECK(c[r].reduce_gbps == 3.5);
+      }
+    }
+  }
+  std::remove(path.c_str());
+  std::remove(bad_path.c_str());
+}
+
+TEST_CASE("calibration measures every link kind and agrees on all ranks") {
+  constexpr int n = 3;
+  auto store = make_memory_store();
+  LinkMatrix result[n];
+  ComputeParams compute[n];
+  std::exception_ptr error;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Config cfg;
+        cfg.rank = r;
+        cfg.world_size = n;
+        auto t = create_transport("local", {r, n, store, &cfg});
+        LinkMatrix m;
+        m.n = n;
+        for (int a = 0; a < n; ++a)
+          for (int b = 0; b < n; ++b) m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0, 1, "self"}
+                                                               : LinkInfo{LinkKind::shm, 100, 0.001, "nominal"});
+        calibrate_links(*t, *store, r, n, m, compute[r], std::chrono::seconds(30));
+        result[r] = m;
+      } catch (...) {
+        std::lock_guard lk(mu);
+        if (!error) error = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  const LinkInfo& l = result[0].at(0, 1);
+  CHECK(l.alpha_us > 0);
+  CHECK(l.alpha_us < 100);  // replaced by a measurement of threads exchanging 8 B
+  CHECK(l.beta_gbps > 0.001);
+  CHECK(l.detail.find("calibrated") != std::string::npos);
+  CHECK(result[0].at(0, 0).alpha_us == 0);  // self links are not measured
+  CHECK(compute[0].reduce_gbps > 0);
+  CHECK(compute[0].copy_gbps > 0);
+  for (int r = 1; r < n; ++r)
+    for (std::size_t i = 0; i < result[0].links.size(); ++i) {
+      CHECK(result[r].links[i].alpha_us == result[0].links[i].alpha_us);
+      CHECK(result[r].links[i].beta_gbps == result[0].links[i].beta_gbps);
+      CHECK(compute[r].reduce_gbps == compute[0].reduce_gbps);
+      CHECK(compute[r].copy_gbps == compute[0].copy_gbps);
+    }
+}

@@ -1,0 +1,215 @@
+#include "runner.hpp"
+
+#include "data.hpp"
+
+#include <comm/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <new>
+
+namespace comm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::align_val_t kAlign{4096};
+constexpr int kStartupWarmup = 200;
+
+std::byte* allocate(std::size_t bytes) {
+  auto* p = static_cast<std::byte*>(::operator new(std::max<std::size_t>(bytes, 1), kAlign));
+  // Touch every page now, so page faults never land inside a timed iteration.
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+}  // namespace
+
+Runner::Runner(Communicator& comm, const Options& options)
+    : comm_(comm), opts_(options), elem_(dtype_size(options.dtype)) {
+  if (opts_.coll == BenchColl::sendrecv && comm_.size() < 2)
+    throw Error(ErrorCode::invalid_argument, "--coll sendrecv is a ping-pong between ranks 0 and 1: run it with "
+                                             "commrun -n 2 (this job has 1 rank)");
+  if (has_root(opts_.coll) && opts_.root >= comm_.size())
+    throw Error(ErrorCode::invalid_argument, "-r " + std::to_string(opts_.root) + " is not a rank of this " +
+                                                 std::to_string(comm_.size()) + "-rank job");
+  // Every layout of the sweep fits in max_bytes (sizes round down).
+  capacity_ = opts_.max_bytes;
+  in_ = allocate(capacity_);
+  out_ = allocate(capacity_);
+}
+
+Runner::~Runner() {
+  ::operator delete(in_, kAlign);
+  ::operator delete(out_, kAlign);
+}
+
+std::vector<std::string> Runner::algorithms() const {
+  // sendrecv has no algorithms: "auto" and "all" (e.g. beside --coll allreduce) both mean the p2p path.
+  if (opts_.coll == BenchColl::sendrecv) {
+    if (opts_.algo != "auto" && opts_.algo != "all")
+      throw Error(ErrorCode::invalid_argument, "--coll sendrecv runs the transport's point-to-point path; --algo '" +
+                                                   opts_.algo + "' does not apply (leave --algo at auto)");
+    return {"p2p"};
+  }
+  const std::vector<std::string> known = comm_.algorithms(to_collective(opts_.coll));
+  if (opts_.algo == "auto") return {"auto"};
+  if (opts_.algo == "all") {
+    std::vector<std::string> all = known;
+    all.push_back("auto");
+    return all;
+  }
+  if (std::find(known.begin(), known.end(), opts_.algo) == known.end()) {
+    std::string valid;
+    for (const auto& k : known) valid += (valid.empty() ? "" : ", ") + k;
+    throw Error(ErrorCode::unknown_algorithm, "--algo '" + opts_.algo + "': " + std::string(to_string(opts_.coll)) +
+                                                  " on transport '" + std::string(comm_.transport_name()) +
+                                                  "' has no such algorithm (valid: " + valid + ", auto, all)");
+  }
+  return {opts_.algo};
+}
+
+void Runner::run_op(const Layout& l, const CallOptions& o) {
+  const DataType t = opts_.dtype;
+  switch (opts_.coll) {
+    case BenchColl::allreduce:
+      comm_.allreduce(ConstView{in_, l.count, t}, View{out_, l.count, t}, opts_.op, o);
+      break;
+    case BenchColl::reduce_scatter:
+      comm_.reduce_scatter(ConstView{in_, l.count, t}, View{out_, l.block, t}, opts_.op, o);
+      break;
+    case BenchColl::allgather:
+      comm_.allgather(ConstView{in_, l.block, t}, View{out_, l.count, t}, o);
+      break;
+    case BenchColl::broadcast:
+      comm_.broadcast(View{out_, l.count, t}, opts_.root, o);
+      break;
+    case BenchColl::reduce:
+      comm_.reduce(ConstView{in_, l.count, t}, View{out_, l.count, t}, opts_.op, opts_.root, o);
+      break;
+    case BenchColl::alltoall:
+      comm_.all_to_all(ConstView{in_, l.count, t}, View{out_, l.count, t}, o);
+      break;
+    case BenchColl::sendrecv:
+      if (comm_.rank() == 0) {
+        comm_.send(ConstView{in_, l.count, t}, 1, o);
+        comm_.recv(View{out_, l.count, t}, 1, o);
+      } else if (comm_.rank() == 1) {
+        comm_.recv(View{out_, l.count, t}, 0, o);
+        comm_.send(ConstView{in_, l.count, t}, 0, o);
+      }
+      break;
+  }
+}
+
+Result Runner::measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands) {
+  const BenchColl c = opts_.coll;
+  Result r;
+  r.coll = c;
+  r.transport = std::string(comm_.transport_name());
+  r.algo = algo;
+  r.ranks = comm_.size();
+  r.layout = l;
+  r.dtype = opts_.dtype;
+  r.op = opts_.op;
+  r.root = has_root(c) ? opts_.root : -1;
+
+  if (c == BenchColl::sendrecv) {
+    r.ran = "p2p";
+    // The cost model's message time on the 0-1 link: alpha + bytes / beta.
+    const LinkInfo link = comm_.link(0, 1);
+    r.pred_us = link.alpha_us + static_cast<double>(l.bytes) / (link.beta_gbps * 1e3);
+  } else {
+    r.auto_pick = comm_.algorithm_for(to_collective(c), l.bytes);
+    r.ran = algo == "auto" ? r.auto_pick : algo;
+    for (const auto& cand : cands)
+      if (cand.algorithm == r.ran) r.pred_us = cand.predicted_us;
+  }
+
+  CallOptions o;
+  if (algo != "auto" && c != BenchColl::sendrecv) o.algorithm = algo;
+  const int rank = comm_.rank();
+  fill_input(in_, opts_.dtype, l.in_count, c, opts_.op, rank);
+  if (c == BenchColl::broadcast && rank == opts_.root) fill_input(out_, opts_.dtype, l.count, c, opts_.op, rank);
+
+  const int warm = scaled_warmup(opts_.warmup, l.bytes);
+  r.iters = scaled_iters(opts_.iters, l.bytes);
+  for (int i = 0; i < warm; ++i) {
+    comm_.barrier();
+    run_op(l, o);
+  }
+  std::vector<double> times(static_cast<std::size_t>(r.iters));
+  for (auto& t : times) {
+    comm_.barrier();
+    const auto t0 = Clock::now();
+    run_op(l, o);
+    const auto t1 = Clock::now();
+    t = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    // Ping-pong: the initiator's round trip, halved; rank 1's clock started
+    // at its own barrier exit and would add the barrier's skew.
+    if (c == BenchColl::sendrecv) t = rank == 0 ? t / 2 : 0.0;
+  }
+  // Outside the timed region: every iteration's time becomes the slowest rank's.
+  comm_.allreduce(view(times), ReduceOp::max);
+  r.time_us = median(times);
+  r.p10_us = percentile(times, 10);
+  r.p90_us = percentile(times, 90);
+  r.algbw_gbps = gbps(l.bytes, r.time_us);
+  r.busbw_gbps = r.algbw_gbps * busbw_factor(c, comm_.size());
+
+  if (opts_.check) {
+    fill_input(in_, opts_.dtype, l.in_count, c, opts_.op, rank);
+    if (c == BenchColl::broadcast && rank == opts_.root)
+      fill_input(out_, opts_.dtype, l.count, c, opts_.op, rank);
+    else
+      fill_poison(out_, opts_.dtype, l.out_count);
+    comm_.barrier();
+    run_op(l, o);
+    CheckArgs a;
+    a.coll = c;
+    a.dtype = opts_.dtype;
+    a.op = opts_.op;
+    a.rank = rank;
+    a.nranks = comm_.size();
+    a.root = opts_.root;
+    a.block = l.block;
+    std::int64_t wrong = static_cast<std::int64_t>(count_wrong(out_, a));
+    comm_.allreduce(View{&wrong, 1, DataType::i64}, ReduceOp::sum);
+    r.wrong = wrong;
+  }
+  return r;
+}
+
+void Runner::run(const Callbacks& cb) {
+  const std::vector<std::string> algos = algorithms();
+  // A fresh communicator's first few hundred small operations can be far
+  // slower than steady state (connection wire-up; ranks that both sleep
+  // between messages settling into waking each other late), which would be
+  // charged to whichever algorithm happens to run first.
+  for (int i = 0; i < kStartupWarmup; ++i) {
+    std::int64_t one = 1;
+    comm_.allreduce(View{&one, 1, DataType::i64}, ReduceOp::sum);
+    comm_.barrier();
+  }
+  const std::vector<std::size_t> sizes = size_sweep(opts_.min_bytes, opts_.max_bytes, opts_.step_factor);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const Layout l = make_layout(opts_.coll, sizes[i], elem_, comm_.size());
+    if (cb.on_size) cb.on_size(i, sizes.size(), l.bytes);
+    std::vector<CandidateCost> cands;
+    if (opts_.coll != BenchColl::sendrecv) cands = comm_.candidates(to_collective(opts_.coll), l.bytes);
+    for (const auto& algo : algos) {
+      try {
+        const Result r = measure(l, algo, cands);
+        if (cb.on_result) cb.on_result(r);
+      } catch (const Error& e) {
+        // Usage errors are raised identically on every rank before any data
+        // moves (e.g. an algorithm that needs a power-of-two group), so every
+        // rank skips the same point and the job stays in step.
+        if (!e.is_usage() || comm_.failed()) throw;
+        if (cb.on_skip) cb.on_skip({std::string(comm_.transport_name()), algo, l.bytes, e.what()});
+      }
+    }
+  }
+}
+
+}  // namespace comm::bench

@@ -1,0 +1,195 @@
+// comm-bench: nccl-tests style measurements of comm's collectives, one or all
+// transports, one or all algorithms side by side. Run under commrun:
+//   commrun -n 2 comm-bench --transport all --algo all -b 8 -e 64M -f 4
+// See --help (bench/options.cpp) for the flags and the timing definition.
+
+#include "bench/options.hpp"
+#include "bench/plot.hpp"
+#include "bench/report.hpp"
+#include "bench/runner.hpp"
+
+#include <comm/comm.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace comm;
+using namespace comm::bench;
+
+constexpr const char* kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl"};
+
+struct Plan {
+  std::vector<std::string> run;
+  std::vector<SkippedTransport> skipped;
+};
+
+Plan plan_transports(const Options& o, const Config& base) {
+  Plan p;
+  if (o.transport != "all") {
+    const std::string name = o.transport.empty() ? base.transport : o.transport;
+    if (std::string why = transport_unavailable_reason(name); !why.empty())
+      throw Error(ErrorCode::unknown_transport, "--transport " + name + ": " + why);
+    p.run.push_back(name);
+    return p;
+  }
+  std::vector<std::string> names(std::begin(kKnownTransports), std::end(kKnownTransports));
+  for (const auto& n : available_transports())
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (const auto& n : names) {
+    if (std::string why = transport_unavailable_reason(n); !why.empty())
+      p.skipped.push_back({n, why});
+    else if (n == "local" && base.world_size > 1)
+      p.skipped.push_back({n, "joins threads of one process only; this job has " + std::to_string(base.world_size) +
+                                  " processes"});
+    else
+      p.run.push_back(n);
+  }
+  return p;
+}
+
+std::string describe_link(const Communicator& c) {
+  if (c.size() < 2) return {};
+  const LinkInfo l = c.link(0, 1);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s, alpha %.3g us, beta %.3g GB/s", std::string(to_string(l.kind)).c_str(),
+                l.alpha_us, l.beta_gbps);
+  return std::string(buf) + (l.detail.empty() ? "" : " (" + l.detail + ")");
+}
+
+bool write_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "comm-bench: cannot write the %s to '%s'\n", what, path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Runs every --coll on one transport; false if the transport failed at run
+// time (the job may then be out of step: stop, but keep what was measured).
+bool run_transport(Communicator& comm, const Options& o, const std::string& name, RunInfo& info,
+                   std::vector<Result>& results, std::chrono::steady_clock::time_point start) {
+  const bool lead = comm.rank() == 0;
+  for (BenchColl coll : o.colls) {
+    Options oc = o;
+    oc.coll = coll;
+    Runner runner(comm, oc);
+    if (lead) print_header(stdout, oc, name, comm.size(), describe_link(comm));
+    Callbacks cb;
+    cb.on_result = [&](const Result& r) {
+      results.push_back(r);
+      if (lead) print_row(stdout, r);
+    };
+    cb.on_skip = [&](const Skip& s) {
+      info.skipped_points.push_back(s);
+      if (lead) print_skip(stdout, s);
+    };
+    cb.on_size = [&](std::size_t done, std::size_t total, std::size_t bytes) {
+      if (!lead || o.quiet) return;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "comm-bench: %s %s %s (%zu/%zu) at %.1f s\n", name.c_str(),
+                   std::string(to_string(coll)).c_str(), format_bytes(bytes).c_str(), done + 1, total, s);
+    };
+    try {
+      runner.run(cb);
+    } catch (const Error& e) {
+      if (e.is_usage()) throw;
+      std::fprintf(stderr, "comm-bench: rank %d: transport %s failed: %s\n", comm.rank(), name.c_str(), e.what());
+      return false;
+    }
+    if (lead && o.algo == "all" && coll != BenchColl::sendrecv)
+      print_summary(stdout, name, summarize(results, name, coll));
+  }
+  return true;
+}
+
+int run(const Options& o, const std::string& command) {
+  const Config base = Config::from_env();
+  const bool lead = base.rank == 0;
+  std::shared_ptr<Store> store =
+      base.world_size == 1 && base.store.empty() ? make_memory_store() : make_store(base);
+  const Plan plan = plan_transports(o, base);
+
+  RunInfo info;
+  info.command = command;
+  info.ranks = base.world_size;
+  info.skipped_transports = plan.skipped;
+  std::vector<Result> results;
+  int status = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto report_skip = [&](const SkippedTransport& s) {
+    if (lead) std::printf("# transport %s skipped: %s\n", s.name.c_str(), s.reason.c_str());
+  };
+  for (const auto& s : plan.skipped) report_skip(s);
+
+  for (const auto& name : plan.run) {
+    Config cfg = base;
+    cfg.transport = name;
+    Communicator comm;
+    try {
+      comm = Communicator::create(cfg, store);
+    } catch (const Error& e) {
+      if (o.transport != "all") throw;
+      // Creation fails alike on every rank for a machine-level reason (no GPU,
+      // no device), so every rank skips this transport.
+      info.skipped_transports.push_back({name, e.what()});
+      report_skip(info.skipped_transports.back());
+      continue;
+    }
+    if (!run_transport(comm, o, name, info, results, start)) {
+      status = 1;
+      break;
+    }
+  }
+
+  // Wrong counts are summed over ranks, so every rank exits non-zero alike.
+  std::int64_t wrong = 0;
+  for (const auto& r : results) wrong += r.wrong > 0 ? r.wrong : 0;
+  if (wrong > 0) status = 1;
+  if (lead) {
+    if (!o.json_path.empty() && !write_file(o.json_path, results_json(info, results), "JSON results")) status = 1;
+    if (!o.plot_path.empty()) {
+      std::string colls;
+      for (BenchColl c : o.colls) colls += (colls.empty() ? "" : " + ") + std::string(to_string(c));
+      const std::string title = "comm-bench " + colls + ", " +
+                                std::string(to_string(o.dtype)) + ", " + std::to_string(base.world_size) +
+                                " ranks";
+      if (!write_file(o.plot_path, render_svg(results, title), "plot")) status = 1;
+    }
+    if (o.check) std::printf("# wrong elements: %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::string command = "comm-bench";
+  for (auto a : args) command += " " + std::string(a);
+  Options o;
+  try {
+    o = parse_options(args);
+  } catch (const comm::Error& e) {
+    std::fprintf(stderr, "comm-bench: %s\n", e.what());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return run(o, command);
+  } catch (const comm::Error& e) {
+    std::fprintf(stderr, "comm-bench: %s\n", e.what());
+    return e.is_usage() ? 2 : 1;
+  }
+}
