@@ -522,6 +522,9 @@ bool CommunicatorImpl::wait(Operation& op, std::optional<Clock::time_point> limi
     check_deadlines(now);
     if (op.state != Operation::State::running) break;
     if (limit && now >= *limit) return false;
+    // About to sleep: record how far each operation got, for flight-recorder
+    // dumps (kept off the busy path, where it would cost a lock per poll).
+    for (auto& a : active_) recorder_.update(a->id, OpState::posted, a->exec->steps_done(), a->exec->steps_total());
     auto until = std::min(op.deadline, now + kWaitSlice);
     if (limit) until = std::min(until, *limit);
     transport_->wait(until);

@@ -181,6 +181,7 @@ Config Config::from_env() {
     c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
   if (auto f = env("COMM_OFI_PROVIDER")) c.ofi_provider = std::string(*f);
   if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);
+  if (auto f = env("COMM_DUMP_DIR")) c.dump_dir = std::string(*f);
   if (auto f = env("COMM_FLIGHT_RECORDER"))
     c.flight_recorder_size =
         static_cast<std::size_t>(parse_int(Found{"COMM_FLIGHT_RECORDER", *f}, 0, 1 << 20));

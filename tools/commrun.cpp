@@ -8,7 +8,10 @@
 // picks a free port; the short window between that and rank 0 binding it is
 // reported clearly by rank 0 if another process takes the port.
 
+#include "flight_summary.hpp"
+
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -36,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr std::size_t kMaxLine = 64 * 1024;  // longer lines are split, not buffered forever
+constexpr auto kDumpWait = 2s;               // for flight-recorder dumps after SIGUSR1 on --timeout
 constexpr auto kDrainAfterExit = 1s;         // grandchildren may hold a pipe open; don't wait on them
 
 struct Options {
@@ -239,7 +243,7 @@ bool pump(const Rank& r, Stream& s) {
 }
 
 [[noreturn]] void exec_rank(const Options& o, int rank, const std::string& store, const std::string& token,
-                            int out_w, int err_w) {
+                            const std::string& dump_dir, int out_w, int err_w) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -254,6 +258,7 @@ bool pump(const Rank& r, Stream& s) {
   ::setenv("COMM_LOCAL_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("COMM_STORE", store.c_str(), 1);
   ::setenv("COMM_STORE_TOKEN", token.c_str(), 1);
+  if (!dump_dir.empty()) ::setenv("COMM_DUMP_DIR", dump_dir.c_str(), 1);
   if (!o.transport.empty()) ::setenv("COMM_TRANSPORT", o.transport.c_str(), 1);
   // libinfinipath (pulled in by libfabric's psm provider) installs handlers
   // that print a backtrace and exit(1) on SIGSEGV/SIGABRT, which would hide
@@ -274,6 +279,19 @@ int main(int argc, char** argv) {
   const bool v6 = o.host.find(':') != std::string::npos;
   const std::string store = (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(port);
   const std::string token = random_token();
+  // Flight-recorder dumps land here (ours, unless the user chose a place), so
+  // that on --timeout we can say which rank is behind and where.
+  std::string dump_dir;
+  bool own_dump_dir = false;
+  if (const char* d = std::getenv("COMM_DUMP_DIR"); d && *d) {
+    dump_dir = d;
+  } else {
+    char tmpl[] = "/tmp/commrun-XXXXXX";
+    if (::mkdtemp(tmpl)) {
+      dump_dir = tmpl;
+      own_dump_dir = true;
+    }
+  }
 
   int sp[2];
   if (::pipe2(sp, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -302,7 +320,7 @@ int main(int argc, char** argv) {
       std::perror("commrun: fork");
       return 1;
     }
-    if (pid == 0) exec_rank(o, r, store, token, out[1], err[1]);
+    if (pid == 0) exec_rank(o, r, store, token, dump_dir, out[1], err[1]);
     ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
     ::close(out[1]);
     ::close(err[1]);
@@ -317,6 +335,7 @@ int main(int argc, char** argv) {
                                             : Clock::time_point::max();
   Clock::time_point kill_deadline = Clock::time_point::max();
   Clock::time_point drain_deadline = Clock::time_point::max();
+  Clock::time_point dump_deadline = Clock::time_point::max();
   int exit_code = 0;
   bool stopping = false;
   std::string failure;
@@ -393,7 +412,8 @@ int main(int argc, char** argv) {
         }
     if (running() == 0 && (streams.empty() || now >= drain_deadline)) break;
 
-    const auto next = std::min({job_deadline, kill_deadline, drain_deadline});
+    const auto next = std::min({dump_deadline == Clock::time_point::max() ? job_deadline : dump_deadline,
+                                kill_deadline, drain_deadline});
     long long wait_ms = -1;
     if (next != Clock::time_point::max())
       wait_ms = std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(next - now).count());
@@ -420,7 +440,14 @@ int main(int argc, char** argv) {
       if (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i], *streams[i]);
 
     const auto after = Clock::now();
-    if (!stopping && after >= job_deadline) {
+    if (!stopping && after >= job_deadline && dump_deadline == Clock::time_point::max() && !dump_dir.empty()) {
+      // Ask every rank for its flight recorder before stopping the job.
+      for (Rank& r : ranks)
+        if (r.running) ::kill(r.pid, SIGUSR1);
+      dump_deadline = after + kDumpWait;
+    }
+    if (!stopping && after >= job_deadline && (dump_dir.empty() || after >= dump_deadline)) {
+      if (!dump_dir.empty()) std::fputs(commrun::summarize_flight_dumps(commrun::read_flight_dumps(dump_dir)).c_str(), stderr);
       char secs[32];
       std::snprintf(secs, sizeof secs, "%g", o.timeout_s);
       stop_all(std::string("job timed out after ") + secs + " s (--timeout)", 124, false);
@@ -437,6 +464,14 @@ int main(int argc, char** argv) {
         emit(r, *s, true);
         ::close(s->fd);
       }
+  if (own_dump_dir) {
+    if (DIR* d = ::opendir(dump_dir.c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (std::string(e->d_name).rfind("comm-flight-", 0) == 0) ::unlink((dump_dir + "/" + e->d_name).c_str());
+      ::closedir(d);
+    }
+    ::rmdir(dump_dir.c_str());
+  }
   if (exit_code != 0) std::fprintf(stderr, "commrun: job failed: %s (exit code %d)\n", failure.c_str(), exit_code);
   return exit_code;
 }

@@ -1,0 +1,121 @@
+#include "flight_summary.hpp"
+
+#include <algorithm>
+#include <dirent.h>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace commrun {
+namespace {
+
+struct LastOp {
+  int rank = -1;
+  long communicator = 0;
+  long size = 0;
+  bool has_op = false;
+  long seq = -1;
+  std::string collective, algorithm, state;
+  long steps_done = 0, steps_total = 0;
+};
+
+long number(const std::string& text, const char* key, long fallback = -1) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(std::string("\"") + key + "\":(-?[0-9]+)"))) return std::stol(m[1]);
+  return fallback;
+}
+
+std::string text_field(const std::string& text, const char* key) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(std::string("\"") + key + "\":\"([^\"]*)\""))) return m[1];
+  return {};
+}
+
+LastOp parse(const std::string& dump) {
+  LastOp r;
+  const auto ops = dump.find("\"operations\":[");
+  const std::string header = dump.substr(0, ops);
+  r.rank = static_cast<int>(number(header, "rank"));
+  r.communicator = number(header, "communicator", 0);
+  r.size = number(header, "size", 0);
+  if (ops == std::string::npos) return r;
+  // The newest entry that is a collective (send/recv carry no sequence number).
+  std::vector<std::size_t> entries;
+  for (auto at = dump.find("{\"id\":", ops); at != std::string::npos; at = dump.find("{\"id\":", at + 1))
+    entries.push_back(at);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const std::string op = dump.substr(*it, dump.find('}', *it) - *it);
+    const std::string coll = text_field(op, "collective");
+    if (coll == "send" || coll == "recv") continue;
+    r.has_op = true;
+    r.seq = number(op, "seq");
+    r.collective = coll;
+    r.algorithm = text_field(op, "algorithm");
+    r.state = text_field(op, "state");
+    r.steps_done = number(op, "steps_done", 0);
+    r.steps_total = number(op, "steps_total", 0);
+    break;
+  }
+  return r;
+}
+
+std::string describe(const LastOp& r) {
+  if (!r.has_op) return "no collective yet";
+  std::string s = r.collective + " #" + std::to_string(r.seq) + " (" + r.algorithm + ") " + r.state;
+  if (r.state == "posted") s += " at step " + std::to_string(r.steps_done) + " of " + std::to_string(r.steps_total);
+  return s;
+}
+
+}  // namespace
+
+std::string summarize_flight_dumps(const std::vector<std::string>& dumps) {
+  std::map<long, std::vector<LastOp>> by_comm;
+  for (const auto& d : dumps) {
+    LastOp r = parse(d);
+    if (r.rank >= 0) by_comm[r.communicator].push_back(r);
+  }
+  if (by_comm.empty()) return "commrun: no flight-recorder dumps arrived (no rank had a live communicator)\n";
+  std::ostringstream out;
+  for (auto& [comm, ranks] : by_comm) {
+    std::sort(ranks.begin(), ranks.end(), [](const LastOp& a, const LastOp& b) { return a.rank < b.rank; });
+    out << "commrun: communicator " << comm << ":\n";
+    for (const auto& r : ranks) out << "commrun:   rank " << r.rank << ": " << describe(r) << "\n";
+    // A rank whose latest collective is older than the others' is where the job waits.
+    long newest = -1;
+    for (const auto& r : ranks) newest = std::max(newest, r.has_op ? r.seq : -1L);
+    std::vector<int> behind;
+    for (const auto& r : ranks)
+      if ((r.has_op ? r.seq : -1L) < newest) behind.push_back(r.rank);
+    const long expected = ranks.front().size;
+    if (static_cast<long>(ranks.size()) < expected)
+      out << "commrun:   " << expected - static_cast<long>(ranks.size())
+          << " rank(s) sent no dump: they are not inside this communicator (exited, or stuck outside comm)\n";
+    if (!behind.empty()) {
+      out << "commrun:   behind: rank(s)";
+      for (int b : behind) out << " " << b;
+      out << " have not started collective #" << newest << ", which the others are in\n";
+    } else if (newest >= 0) {
+      out << "commrun:   every rank that reported is in collective #" << newest << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::vector<std::string> read_flight_dumps(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("comm-flight-", 0) != 0 || name.size() < 5 || name.substr(name.size() - 5) != ".json") continue;
+    std::ifstream in(dir + "/" + name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out.push_back(ss.str());
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace commrun
