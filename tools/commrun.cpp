@@ -365,6 +365,13 @@ int main(int argc, char** argv) {
     kill_deadline = Clock::time_point::max();
   };
 
+  auto finish_timeout = [&] {
+    if (!dump_dir.empty()) std::fputs(commrun::summarize_flight_dumps(commrun::read_flight_dumps(dump_dir)).c_str(), stderr);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", o.timeout_s);
+    stop_all(std::string("job timed out after ") + secs + " s (--timeout)", 124, false);
+  };
+
   auto reap = [&] {
     for (;;) {
       // Peek first: while the exited rank is an unreaped zombie its process
@@ -381,6 +388,10 @@ int main(int argc, char** argv) {
       it->running = false;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (ok) continue;
+      // A program without a comm communicator dies of the SIGUSR1 we sent to
+      // ask for its flight recorder; that is part of the timeout, not a failure.
+      const bool asked_to_dump = dump_deadline != Clock::time_point::max();
+      if (asked_to_dump && WIFSIGNALED(status) && WTERMSIG(status) == SIGUSR1) continue;
       const std::string how = WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
                                                 : "was killed by signal " + signal_name(WTERMSIG(status));
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -398,6 +409,8 @@ int main(int argc, char** argv) {
   std::vector<Rank*> owners;
   for (;;) {
     const auto now = Clock::now();
+    // Every rank died of the SIGUSR1 that asked for dumps: still a timeout.
+    if (running() == 0 && !stopping && dump_deadline != Clock::time_point::max()) finish_timeout();
     if (running() == 0 && drain_deadline == Clock::time_point::max()) drain_deadline = now + kDrainAfterExit;
     fds.clear();
     streams.clear();
@@ -446,12 +459,7 @@ int main(int argc, char** argv) {
         if (r.running) ::kill(r.pid, SIGUSR1);
       dump_deadline = after + kDumpWait;
     }
-    if (!stopping && after >= job_deadline && (dump_dir.empty() || after >= dump_deadline)) {
-      if (!dump_dir.empty()) std::fputs(commrun::summarize_flight_dumps(commrun::read_flight_dumps(dump_dir)).c_str(), stderr);
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", o.timeout_s);
-      stop_all(std::string("job timed out after ") + secs + " s (--timeout)", 124, false);
-    }
+    if (!stopping && after >= job_deadline && (dump_dir.empty() || after >= dump_deadline)) finish_timeout();
     if (stopping && after >= kill_deadline && running() > 0) {
       std::fprintf(stderr, "commrun: %d rank%s still running %g s after SIGTERM; sending SIGKILL\n", running(),
                    running() == 1 ? "" : "s", o.grace_s);

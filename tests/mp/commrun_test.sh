@@ -71,8 +71,8 @@ timeout)
   expect_rc 124
   expect_in "$ERR" "timed out after 1 s"
   [ "$MS" -ge 900 ] && [ "$MS" -lt 10000 ] || fail "took $MS ms for --timeout 1"
-  # A rank that ignores SIGTERM is killed after the grace period.
-  run -n 1 --timeout 0.5 --grace 0.5 -- sh -c 'trap "" TERM; sleep 1000'
+  # A rank that ignores SIGTERM (and the SIGUSR1 asking for dumps) is killed after the grace period.
+  run -n 1 --timeout 0.5 --grace 0.5 -- sh -c 'trap "" TERM USR1; sleep 1000'
   expect_rc 124
   expect_in "$ERR" "sending SIGKILL"
   [ "$MS" -lt 10000 ] || fail "took $MS ms"

@@ -1,0 +1,36 @@
+# cmake -DCOMMRUN=<commrun> -DPROGRAM=<swap_transports> -DTRANSPORTS=local,ucx,... -P examples_checksums.cmake
+#
+# Runs swap_transports on 2 ranks under each transport (local: 2 threads of
+# one process; the others: 2 processes under commrun) and fails unless every
+# run verified its results and all runs printed the same checksums.
+string(REPLACE "," ";" transports "${TRANSPORTS}")
+set(reference "")
+set(reference_transport "")
+foreach(t IN LISTS transports)
+  if(t STREQUAL "local")
+    set(cmd ${PROGRAM} --threads 2 --count 777)
+  else()
+    set(cmd ${COMMRUN} -n 2 --timeout 100 --transport ${t} -- ${PROGRAM} --count 777)
+  endif()
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 110)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "results match the independently computed values: yes")
+    message(FATAL_ERROR "swap_transports over ${t} failed (exit ${rc}):\n${out}\n${err}")
+  endif()
+  string(REGEX MATCHALL "[a-z_]+ +checksum [0-9a-f]+" sums "${out}")
+  string(REGEX REPLACE " +" " " sums "${sums}")
+  list(LENGTH sums n)
+  if(NOT n EQUAL 6)
+    message(FATAL_ERROR "swap_transports over ${t}: expected 6 checksum lines, got ${n}:\n${out}")
+  endif()
+  string(REPLACE ";" ", " shown "${sums}")
+  message(STATUS "${t}: ${shown}")
+  if(reference_transport STREQUAL "")
+    set(reference "${sums}")
+    set(reference_transport ${t})
+  elseif(NOT sums STREQUAL reference)
+    message(FATAL_ERROR "checksums differ between ${reference_transport} and ${t}:\n"
+                        "  ${reference_transport}: ${reference}\n  ${t}: ${sums}")
+  endif()
+endforeach()
+list(LENGTH transports nt)
+message(STATUS "identical checksums under ${nt} transports: ${TRANSPORTS}")
