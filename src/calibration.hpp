@@ -5,18 +5,24 @@
 // will actually run.
 //
 // For each link kind present (self excluded) one pair of ranks — the first
-// pair (a < b) joined by that kind — exchanges 8 B and 1 MiB messages over
+// pair (a < b) joined by that kind — exchanges messages of 8 B to 1 MiB over
 // the communicator's transport (both ranks send and receive at once, as in a
-// collective's step): alpha = time of an 8 B exchange, beta = (1 MiB - 8 B) /
-// (time of a 1 MiB exchange - alpha), matching the cost model's message time
-// alpha + bytes / beta (each time the lower quartile of the exchanges, robust
-// to a busy machine). Kinds are measured one after the other so pairs do not
+// collective's step) and fits the cost model's message time alpha + bytes /
+// beta, plus a rendezvous step (threshold and extra latency) where the times
+// jump (see fit_link; each time the lower quartile of the exchanges, robust
+// to a busy machine). 1 MiB exchanges spread over 24 MiB of buffers give the
+// large-data bandwidth (beta_large_gbps) and compute.cache_bytes is set to
+// where the development VM's collectives leave the cache (4 MiB). A 1 MiB
+// exchange run alongside a 1 MiB reduce tells whether the receiver's CPU
+// moves the data (receiver_copies: the two take about their sum, not their
+// maximum). Kinds are measured one after the other so pairs do not
 // disturb each other. Every rank also measures its host
-// reduce (f32 sum) and memcpy throughput; the slowest rank's figures are kept,
+// reduce (f32 sum) and memcpy throughput, in cache and streaming from memory
+// (the *_large rates); the slowest rank's figures are kept,
 // because the slowest rank finishes a collective last. All results travel
 // through the store, so every rank ends with identical values (ranks must
-// select identically). Costs about 30 ms with shared memory and 40 ms with
-// TCP on the development VM, most of it the compute measurement.
+// select identically). Costs about 100-150 ms with shared memory or TCP on
+// the development VM, half of it touching the large-data buffers.
 
 #include "cost_model.hpp"
 
@@ -24,6 +30,9 @@
 #include <comm/transport.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <utility>
+#include <vector>
 
 namespace comm {
 
@@ -39,6 +48,24 @@ inline constexpr std::uint64_t kCalibrationTag = std::uint64_t{3} << 46;
 // may be in flight. Throws comm::Error(timeout) naming the peer if a
 // measurement or store wait exceeds `timeout`, or the transport's error;
 // throws unsupported (on every rank alike) for stream-ordered transports.
+// One link's figures fitted to exchange times.
+struct LinkFit {
+  double alpha_us = 0;
+  double beta_gbps = 0;
+  std::size_t rndv_threshold_bytes = static_cast<std::size_t>(-1);  // none found: every message eager
+  double rndv_extra_us = 0;
+};
+
+// Fits alpha + bytes / beta (+ rndv_extra_us above rndv_threshold_bytes) to
+// (bytes, us) samples sorted by size (at least 3, distinct sizes) by least
+// squares of the relative error, for every split of the sizes into an eager
+// and a rendezvous group (the two largest always rendezvous if any are),
+// keeping the split that fits best. A step under 0.5 us or 25 % of alpha, or
+// one that does not halve the error of the no-step fit, is noise, not a
+// protocol switch: no threshold then. The threshold is the largest size
+// timed eager.
+LinkFit fit_link(const std::vector<std::pair<std::size_t, double>>& samples);
+
 void calibrate_links(Transport& transport, Store& store, int rank, int size, LinkMatrix& links,
                      ComputeParams& compute, std::chrono::milliseconds timeout);
 

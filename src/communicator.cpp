@@ -30,7 +30,9 @@ std::string serialize_links(Transport& t) {
   os.precision(17);
   for (int p = 0; p < t.size(); ++p) {
     const LinkInfo l = t.link(p);
-    os << static_cast<int>(l.kind) << ' ' << l.alpha_us << ' ' << l.beta_gbps << ' ' << l.detail << '\n';
+    os << static_cast<int>(l.kind) << ' ' << l.alpha_us << ' ' << l.beta_gbps << ' ' << l.rndv_threshold_bytes << ' '
+       << l.rndv_extra_us << ' ' << l.beta_large_gbps << ' ' << (l.receiver_copies ? 1 : 0) << ' ' << l.detail
+       << '\n';
   }
   return os.str();
 }
@@ -38,11 +40,13 @@ std::string serialize_links(Transport& t) {
 void parse_links(const std::string& text, int from, LinkMatrix& m) {
   std::istringstream is(text);
   for (int p = 0; p < m.n; ++p) {
-    int kind = 0;
+    int kind = 0, receiver_copies = 0;
     LinkInfo l;
-    if (!(is >> kind >> l.alpha_us >> l.beta_gbps))
+    if (!(is >> kind >> l.alpha_us >> l.beta_gbps >> l.rndv_threshold_bytes >> l.rndv_extra_us >> l.beta_large_gbps >>
+          receiver_copies))
       throw Error(ErrorCode::store_failure, "link exchange: malformed link row from rank " + std::to_string(from));
     l.kind = static_cast<LinkKind>(kind);
+    l.receiver_copies = receiver_copies != 0;
     std::getline(is, l.detail);
     if (!l.detail.empty() && l.detail.front() == ' ') l.detail.erase(0, 1);
     m.links[static_cast<std::size_t>(from) * m.n + p] = std::move(l);

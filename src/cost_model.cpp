@@ -13,8 +13,17 @@
 //    rate of a port, so n-1 tiny messages from one rank are not free, yet an
 //    isolated message still costs exactly alpha + bytes/beta;
 //  - a receive finishes at max(ready, arrival);
+//  - a message larger than the link's rndv_threshold_bytes arrives (and
+//    frees its send buffer) rndv_extra_us later: the handshake of a
+//    rendezvous protocol, which is latency, not port occupancy;
 //  - reduce and copy steps run one at a time on the rank's compute unit, for
-//    step_overhead_us + bytes / rate; zero-element local steps are free.
+//    step_overhead_us + bytes / rate; zero-element local steps are free;
+//  - on a link whose receiver copies the data (shared memory), the transfer
+//    also holds the receiver's compute unit: it waits for the receiver's
+//    reduce/copy steps and they wait for it;
+//  - a collective whose data exceeds compute.cache_bytes uses the large-data
+//    bandwidths and rates (memory-bound, not cache-bound);
+//  - the whole operation costs op_overhead_us more (call set-up and wait).
 // Ports are granted in order of readiness (ties: lower rank, then lower step),
 // which makes the prediction deterministic.
 
@@ -69,6 +78,11 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
   }
   const std::size_t total = base.back();
   if (total == 0) return 0.0;
+  // Data past the cache streams from memory: slower links and compute (see ComputeModel::cache_bytes).
+  const bool large = compute.cache_bytes > 0 && args.count * args.elem_size > compute.cache_bytes;
+  const auto pick = [large](double normal, double big) { return large && big > 0 ? big : normal; };
+  const double reduce_gbps = pick(compute.reduce_gbps, compute.reduce_large_gbps);
+  const double copy_gbps = pick(compute.copy_gbps, compute.copy_large_gbps);
 
   std::vector<int> owner(total);
   std::vector<std::uint32_t> missing(total);
@@ -139,7 +153,7 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
           break;
         }
         const double bytes = static_cast<double>(st.dst.count * args.elem_size);
-        const double rate = st.kind == StepKind::reduce ? compute.reduce_gbps : compute.copy_gbps;
+        const double rate = st.kind == StepKind::reduce ? reduce_gbps : copy_gbps;
         const double start = std::max(e.t, cpu_free[ru]);
         cpu_free[ru] = start + compute.step_overhead_us + transfer_us(bytes, rate);
         finish(e.step, cpu_free[ru]);
@@ -149,10 +163,16 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
         const int peer = st.peer;
         const auto pu = static_cast<std::size_t>(peer);
         const LinkInfo& link = links.at(r, peer);
-        const double xfer = transfer_us(static_cast<double>(st.src.count * args.elem_size), link.beta_gbps);
-        const double start = std::max({e.t, send_free[ru], recv_free[pu]});
+        const std::size_t bytes = st.src.count * args.elem_size;
+        const double xfer = transfer_us(static_cast<double>(bytes), pick(link.beta_gbps, link.beta_large_gbps));
+        // A rendezvous handshake delays the data, not the ports: a rank keeps
+        // posting other messages meanwhile.
+        const double handshake = bytes > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0;
+        // A receiver that copies the data itself cannot reduce meanwhile.
+        const double start = std::max({e.t, send_free[ru], recv_free[pu], link.receiver_copies ? cpu_free[pu] : 0.0});
         send_free[ru] = recv_free[pu] = start + compute.step_overhead_us + xfer;
-        const double arrive = start + link.alpha_us + xfer;
+        if (link.receiver_copies) cpu_free[pu] = start + handshake + xfer;
+        const double arrive = start + link.alpha_us + handshake + xfer;
         const auto it = std::lower_bound(recvs.begin(), recvs.end(), RecvKey{match_key(peer, r, st.tag), 0});
         const auto idx = static_cast<std::size_t>(it - recvs.begin());
         if (it == recvs.end() || it->key != match_key(peer, r, st.tag) || matched[idx])
@@ -161,7 +181,7 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
                                                ", which posts no matching receive");
         matched[idx] = true;
         const std::uint32_t rg = it->step;
-        finish(e.step, start + xfer);
+        finish(e.step, start + handshake + xfer);
         if (posted[rg] >= 0)
           finish(rg, std::max(posted[rg], arrive));
         else
@@ -180,7 +200,7 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
     throw Error(ErrorCode::internal, what + ": the schedules deadlock (" + std::to_string(total - finished) +
                                          " of " + std::to_string(total) +
                                          " steps never ran: a receive without a matching send, or a cycle)");
-  return end;
+  return compute.op_overhead_us + end;
 }
 
 }  // namespace comm

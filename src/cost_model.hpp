@@ -8,6 +8,11 @@
 // a rank that sends n-1 tiny messages pays per message, not once); reduce
 // steps cost bytes / gamma, copies bytes / copy_gbps, both on the rank's
 // compute unit. Sends are eager: a transfer starts when both ports are free.
+// A message above the link's rendezvous threshold arrives rndv_extra_us
+// later; data larger than compute.cache_bytes moves at the large-data rates;
+// each operation adds compute.op_overhead_us once; on links whose receiver
+// copies the data (shared memory) a transfer occupies the receiver's compute
+// unit too.
 
 #include "algorithms/algorithm.hpp"
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <unistd.h>
@@ -377,17 +378,19 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
   only_keys(path, root, "the top level", {"comm_tuning_version", "links", "compute"});
   const auto version = number_at(path, root, "$", "comm_tuning_version", 0);
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
-  if (*version != kTuningFileVersion) {
+  // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
+  if (*version != 1 && *version != kTuningFileVersion) {
     std::ostringstream os;
-    os << "comm_tuning_version " << *version << " is not supported (this build reads version " << kTuningFileVersion
-       << ")";
+    os << "comm_tuning_version " << *version << " is not supported (this build reads versions 1 to "
+       << kTuningFileVersion << ")";
     bad_file(path, os.str());
   }
 
   // Validate everything before changing anything.
   struct KindValues {
     LinkKind kind;
-    std::optional<double> alpha, beta;
+    std::optional<double> alpha, beta, threshold, extra, beta_large;
+    std::optional<bool> receiver_copies;
   };
   std::vector<KindValues> kinds;
   if (const json::Value* l = root.find("links")) {
@@ -401,18 +404,34 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
       }
       const std::string where = "links." + name;
       object_at(path, entry, where);
-      only_keys(path, entry, where, {"alpha_us", "beta_gbps"});
+      only_keys(path, entry, where,
+                {"alpha_us", "beta_gbps", "rndv_threshold_bytes", "rndv_extra_us", "beta_large_gbps",
+                 "receiver_copies"});
       kinds.push_back({kind, number_at(path, entry, where, "alpha_us", 0, true),
-                       number_at(path, entry, where, "beta_gbps", 0)});
+                       number_at(path, entry, where, "beta_gbps", 0),
+                       number_at(path, entry, where, "rndv_threshold_bytes", 0, true),
+                       number_at(path, entry, where, "rndv_extra_us", 0, true),
+                       number_at(path, entry, where, "beta_large_gbps", 0), std::nullopt});
+      if (const json::Value* rc = entry.find("receiver_copies")) {
+        if (rc->kind != json::Value::Kind::boolean)
+          bad_file(path, where + ".receiver_copies must be a boolean, not " + std::string(json::to_string(rc->kind)));
+        kinds.back().receiver_copies = rc->boolean;
+      }
     }
   }
   ComputeParams c = compute;
   if (const json::Value* cv = root.find("compute")) {
     object_at(path, *cv, "compute");
-    only_keys(path, *cv, "compute", {"reduce_gbps", "copy_gbps", "step_overhead_us"});
+    only_keys(path, *cv, "compute",
+              {"reduce_gbps", "copy_gbps", "step_overhead_us", "op_overhead_us", "cache_bytes", "reduce_large_gbps",
+               "copy_large_gbps"});
     if (auto v = number_at(path, *cv, "compute", "reduce_gbps", 0)) c.reduce_gbps = *v;
     if (auto v = number_at(path, *cv, "compute", "copy_gbps", 0)) c.copy_gbps = *v;
     if (auto v = number_at(path, *cv, "compute", "step_overhead_us", 0, true)) c.step_overhead_us = *v;
+    if (auto v = number_at(path, *cv, "compute", "op_overhead_us", 0, true)) c.op_overhead_us = *v;
+    if (auto v = number_at(path, *cv, "compute", "cache_bytes", 0, true)) c.cache_bytes = static_cast<std::size_t>(*v);
+    if (auto v = number_at(path, *cv, "compute", "reduce_large_gbps", 0)) c.reduce_large_gbps = *v;
+    if (auto v = number_at(path, *cv, "compute", "copy_large_gbps", 0)) c.copy_large_gbps = *v;
   }
 
   for (const auto& k : kinds)
@@ -420,6 +439,10 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
       if (link.kind == k.kind) {
         if (k.alpha) link.alpha_us = *k.alpha;
         if (k.beta) link.beta_gbps = *k.beta;
+        if (k.threshold) link.rndv_threshold_bytes = static_cast<std::size_t>(*k.threshold);
+        if (k.extra) link.rndv_extra_us = *k.extra;
+        if (k.beta_large) link.beta_large_gbps = *k.beta_large;
+        if (k.receiver_copies) link.receiver_copies = *k.receiver_copies;
         // comm-info shows the link's source next to its figures.
         if (link.detail.find("tuning file") == std::string::npos)
           link.detail += (link.detail.empty() ? "" : ", ") + std::string("from tuning file");
@@ -440,14 +463,25 @@ void save_tuning(const std::string& path, const LinkMatrix& links, const Compute
         if (a != b && links.at(a, b).kind == kind) found = &links.at(a, b);
       if (!found) continue;
       os << (first ? "\n" : ",\n") << "    " << json::quote(to_string(kind)) << ": {\"alpha_us\": " << found->alpha_us
-         << ", \"beta_gbps\": " << found->beta_gbps << "}";
+         << ", \"beta_gbps\": " << found->beta_gbps;
+      // No threshold (every message eager) is the absence of the key.
+      if (found->rndv_threshold_bytes != std::numeric_limits<std::size_t>::max())
+        os << ", \"rndv_threshold_bytes\": " << found->rndv_threshold_bytes;
+      os << ", \"rndv_extra_us\": " << found->rndv_extra_us;
+      if (found->beta_large_gbps > 0) os << ", \"beta_large_gbps\": " << found->beta_large_gbps;
+      os << ", \"receiver_copies\": " << (found->receiver_copies ? "true" : "false");
+      os << "}";
       first = false;
       break;
     }
   }
   os << (first ? "},\n" : "\n  },\n");
   os << "  \"compute\": {\"reduce_gbps\": " << compute.reduce_gbps << ", \"copy_gbps\": " << compute.copy_gbps
-     << ", \"step_overhead_us\": " << compute.step_overhead_us << "}\n}\n";
+     << ", \"step_overhead_us\": " << compute.step_overhead_us << ", \"op_overhead_us\": " << compute.op_overhead_us
+     << ", \"cache_bytes\": " << compute.cache_bytes;
+  if (compute.reduce_large_gbps > 0) os << ", \"reduce_large_gbps\": " << compute.reduce_large_gbps;
+  if (compute.copy_large_gbps > 0) os << ", \"copy_large_gbps\": " << compute.copy_large_gbps;
+  os << "}\n}\n";
 
   // Rename makes the update atomic for concurrent readers (other jobs loading it).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -4,11 +4,19 @@
 // calibration run once can be reused by later jobs on the same kind of machine.
 //
 //   {
-//     "comm_tuning_version": 1,
-//     "links": { "shm": {"alpha_us": 0.9, "beta_gbps": 7.2},
-//                "tcp": {"alpha_us": 11.5, "beta_gbps": 2.9} },
-//     "compute": {"reduce_gbps": 6.1, "copy_gbps": 11.0, "step_overhead_us": 0.05}
+//     "comm_tuning_version": 2,
+//     "links": { "shm": {"alpha_us": 0.9, "beta_gbps": 7.2, "rndv_extra_us": 0, "beta_large_gbps": 4.1},
+//                "tcp": {"alpha_us": 6.0, "beta_gbps": 5.5, "rndv_threshold_bytes": 16384,
+//                        "rndv_extra_us": 8.9, "beta_large_gbps": 4.4, "receiver_copies": true} },
+//     "compute": {"reduce_gbps": 6.1, "copy_gbps": 11.0, "step_overhead_us": 0.05, "op_overhead_us": 0.3,
+//                 "cache_bytes": 4194304, "reduce_large_gbps": 3.2, "copy_large_gbps": 5.0}
 //   }
+//
+// Version 2 added rndv_threshold_bytes (absent: no rendezvous step),
+// rndv_extra_us, beta_large_gbps, receiver_copies (a boolean),
+// op_overhead_us, cache_bytes and the
+// *_large rates (see LinkInfo and ComputeModel); version 1 files still load,
+// leaving those at their current values.
 //
 // Every key is optional except the version; unknown keys, wrong types and
 // out-of-range numbers are errors (a typo must not silently fall back to the
@@ -56,7 +64,7 @@ std::string quote(std::string_view s);
 
 }  // namespace json
 
-inline constexpr int kTuningFileVersion = 1;
+inline constexpr int kTuningFileVersion = 2;
 
 // Applies the tuning file at `path` to every link of `links` whose kind it
 // lists and to `compute`. Returns false (changing nothing) if the file does not
@@ -76,7 +84,7 @@ void apply_tuning(const std::string& text, const std::string& origin, LinkMatrix
 bool load_tuning_agreed(const std::string& path, Store& store, int rank, LinkMatrix& links, ComputeParams& compute,
                         std::chrono::milliseconds timeout);
 
-// Writes alpha/beta of each link kind present in `links` (self excluded; the
+// Writes the figures of each link kind present in `links` (self excluded; the
 // first pair of a kind is taken, calibrated matrices hold one value per kind)
 // and `compute` to `path`, atomically (temporary file + rename). Throws
 // comm::Error(invalid_config) naming the file if it cannot be written.

@@ -43,6 +43,19 @@ struct LinkInfo {
   double alpha_us = 10.0;
   double beta_gbps = 1.0;
   std::string detail;  ///< human-readable, e.g. "ucx sysv/memory + cma", "tcp;ofi_rxm lo"
+  /// Messages larger than this many bytes take a rendezvous protocol (e.g. UCX
+  /// above its RNDV_THRESH) and cost rndv_extra_us more; the default (the
+  /// largest size_t) means every message is eager.
+  std::size_t rndv_threshold_bytes = static_cast<std::size_t>(-1);
+  double rndv_extra_us = 0.0;  ///< extra latency of a rendezvous message (its handshake)
+  /// Bandwidth when the collective's data exceeds ComputeModel::cache_bytes
+  /// (streams from memory, not cache); 0 means beta_gbps.
+  double beta_large_gbps = 0.0;
+  /// The receiving rank's CPU moves the data (shared memory: a copy out of a
+  /// segment or a cross-memory read), so a transfer on this link and a
+  /// reduce/copy step of the receiver do not overlap; false: a NIC or another
+  /// agent moves it.
+  bool receiver_copies = false;
 };
 
 /// What a transport can do. Queried, never probed by catching exceptions.

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 using namespace comm;
@@ -394,6 +395,34 @@ TEST_CASE("tuning file round trip") {
   CHECK(c.reduce_gbps == 6.25);
   CHECK(c.copy_gbps == 11.5);
   CHECK(c.step_overhead_us == 0.125);
+  CHECK(m.at(0, 1).rndv_threshold_bytes == std::numeric_limits<std::size_t>::max());  // none saved, none loaded
+
+  // Version 2 fields: rendezvous step, large-data rates, per-operation overhead.
+  LinkMatrix v2 = two_rank_matrix(LinkKind::tcp, 6, 5.5);
+  for (auto& l : v2.links) {
+    l.rndv_threshold_bytes = 16384;
+    l.rndv_extra_us = 8.5;
+    l.beta_large_gbps = 4.25;
+    l.receiver_copies = true;
+  }
+  saved.op_overhead_us = 0.375;
+  saved.cache_bytes = std::size_t{4} << 20;
+  saved.reduce_large_gbps = 3.5;
+  saved.copy_large_gbps = 5.25;
+  save_tuning(path, v2, saved);
+  LinkMatrix back = two_rank_matrix(LinkKind::tcp, 99, 99);
+  ComputeParams cb;
+  REQUIRE(load_tuning(path, back, cb));
+  CHECK(back.at(0, 1).rndv_threshold_bytes == 16384);
+  CHECK(back.at(1, 0).rndv_extra_us == 8.5);
+  CHECK(back.at(0, 1).beta_large_gbps == 4.25);
+  CHECK(back.at(0, 1).receiver_copies);
+  CHECK_FALSE(back.at(0, 0).receiver_copies);
+  CHECK(back.at(0, 0).rndv_threshold_bytes == std::numeric_limits<std::size_t>::max());  // self untouched
+  CHECK(cb.op_overhead_us == 0.375);
+  CHECK(cb.cache_bytes == (std::size_t{4} << 20));
+  CHECK(cb.reduce_large_gbps == 3.5);
+  CHECK(cb.copy_large_gbps == 5.25);
 
   LinkMatrix other = two_rank_matrix(LinkKind::shm, 1, 5);  // a kind the file does not list: untouched
   REQUIRE(load_tuning(path, other, c));
@@ -407,7 +436,9 @@ TEST_CASE("malformed tuning files are errors naming the file and the problem") {
   const std::pair<const char*, const char*> cases[] = {
       {"{\"comm_tuning_version\": 1, \"links\": {\"shm\": {\"alpha_us\": 1,}}}", "line 1, column"},
       {"{\"links\": {}}", "missing \"comm_tuning_version\""},
-      {"{\"comm_tuning_version\": 2}", "version 2 is not supported"},
+      {"{\"comm_tuning_version\": 3}", "version 3 is not supported"},
+      {"{\"comm_tuning_version\": 2, \"links\": {\"tcp\": {\"rndv_extra_us\": -1}}}", "links.tcp.rndv_extra_us = -1"},
+      {"{\"comm_tuning_version\": 2, \"links\": {\"shm\": {\"receiver_copies\": 1}}}", "must be a boolean"},
       {"{\"comm_tuning_version\": 1, \"links\": {\"warp\": {\"alpha_us\": 1}}}", "warp"},
       {"{\"comm_tuning_version\": 1, \"links\": {\"tcp\": {\"beta_gbps\": 0}}}", "links.tcp.beta_gbps = 0"},
       {"{\"comm_tuning_version\": 1, \"links\": {\"tcp\": {\"alpha_us\": \"fast\"}}}", "must be a number"},
@@ -432,6 +463,55 @@ TEST_CASE("malformed tuning files are errors naming the file and the problem") {
   }
   std::remove(path.c_str());
   CHECK_THROWS_AS(save_tuning("/nonexistent-dir/x/tuning.json", two_rank_matrix(LinkKind::tcp, 1, 1), {}), Error);
+}
+
+TEST_CASE("a version 1 tuning file still loads and leaves the newer figures alone") {
+  const std::string path = temp_path("v1.json");
+  write_text(path, "{\"comm_tuning_version\": 1, \"links\": {\"tcp\": {\"alpha_us\": 11.5, \"beta_gbps\": 2.9}},"
+                   " \"compute\": {\"reduce_gbps\": 6.1, \"copy_gbps\": 11.0, \"step_overhead_us\": 0.05}}");
+  LinkMatrix m = two_rank_matrix(LinkKind::tcp, 3, 4);
+  m.links[1].rndv_threshold_bytes = 8192;
+  m.links[1].rndv_extra_us = 2.0;
+  ComputeParams c;
+  c.op_overhead_us = 0.75;
+  REQUIRE(load_tuning(path, m, c));
+  CHECK(m.at(0, 1).alpha_us == 11.5);
+  CHECK(m.at(0, 1).beta_gbps == 2.9);
+  CHECK(m.at(0, 1).rndv_threshold_bytes == 8192);
+  CHECK(m.at(0, 1).rndv_extra_us == 2.0);
+  CHECK(c.reduce_gbps == 6.1);
+  CHECK(c.op_overhead_us == 0.75);
+  CHECK(c.cache_bytes == 0);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("the calibration fit recovers a synthetic link") {
+  const double alpha = 6.0, beta = 5.5, extra = 9.0;
+  const std::size_t sizes[] = {8, 1024, 4096, 8192, 16384, 24576, 32768, 65536, 262144, std::size_t{1} << 20};
+  auto samples_for = [&](std::size_t threshold, double step) {
+    std::vector<std::pair<std::size_t, double>> s;
+    for (std::size_t b : sizes)
+      s.emplace_back(b, alpha + static_cast<double>(b) / (beta * 1e3) + (b > threshold ? step : 0.0));
+    return s;
+  };
+  const LinkFit f = fit_link(samples_for(16384, extra));
+  CHECK(f.alpha_us == doctest::Approx(alpha));
+  CHECK(f.beta_gbps == doctest::Approx(beta));
+  CHECK(f.rndv_threshold_bytes == 16384);
+  CHECK(f.rndv_extra_us == doctest::Approx(extra));
+  const LinkFit later = fit_link(samples_for(65536, extra));
+  CHECK(later.rndv_threshold_bytes == 65536);
+  CHECK(later.rndv_extra_us == doctest::Approx(extra));
+  // No step (or one too small to be more than noise): every message eager.
+  const LinkFit eager = fit_link(samples_for(16384, 0.0));
+  CHECK(eager.rndv_threshold_bytes == std::numeric_limits<std::size_t>::max());
+  CHECK(eager.rndv_extra_us == 0);
+  CHECK(eager.alpha_us == doctest::Approx(alpha));
+  CHECK(eager.beta_gbps == doctest::Approx(beta));
+  const LinkFit noise = fit_link(samples_for(16384, 0.1));
+  CHECK(noise.rndv_threshold_bytes == std::numeric_limits<std::size_t>::max());
+  CHECK(noise.beta_gbps == doctest::Approx(beta).epsilon(0.02));
+  CHECK_THROWS_AS(fit_link({{8, 1.0}, {1024, 2.0}}), Error);
 }
 
 TEST_CASE("the agreed tuning file is rank 0's, on every rank") {
@@ -514,10 +594,19 @@ TEST_CASE("calibration measures every link kind and agrees on all ranks") {
   CHECK(result[0].at(0, 0).alpha_us == 0);  // self links are not measured
   CHECK(compute[0].reduce_gbps > 0);
   CHECK(compute[0].copy_gbps > 0);
+  CHECK(l.beta_large_gbps > 0);
+  CHECK(l.beta_large_gbps <= l.beta_gbps);
+  CHECK(compute[0].reduce_large_gbps > 0);
+  CHECK(compute[0].reduce_large_gbps <= compute[0].reduce_gbps);
+  CHECK(compute[0].cache_bytes > 0);
   for (int r = 1; r < n; ++r)
     for (std::size_t i = 0; i < result[0].links.size(); ++i) {
       CHECK(result[r].links[i].alpha_us == result[0].links[i].alpha_us);
       CHECK(result[r].links[i].beta_gbps == result[0].links[i].beta_gbps);
+      CHECK(result[r].links[i].rndv_threshold_bytes == result[0].links[i].rndv_threshold_bytes);
+      CHECK(result[r].links[i].rndv_extra_us == result[0].links[i].rndv_extra_us);
+      CHECK(result[r].links[i].beta_large_gbps == result[0].links[i].beta_large_gbps);
+      CHECK(compute[r].reduce_large_gbps == compute[0].reduce_large_gbps);
       CHECK(compute[r].reduce_gbps == compute[0].reduce_gbps);
       CHECK(compute[r].copy_gbps == compute[0].copy_gbps);
     }

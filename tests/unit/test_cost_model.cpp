@@ -73,14 +73,40 @@ void local_only(const algo::AlgoArgs& a, ScheduleBuilder& b) {
   b.need_scratch(a.count);
 }
 
+// Rank 0 sends `count` elements to rank 1, which meanwhile reduces `count` elements of its own.
+void send_while_reducing(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.rank == 0) b.send(1, {BufferId::input, 0, a.count}, 5);
+  if (a.rank == 1) {
+    const Region r{BufferId::output, 0, a.count};
+    b.reduce(r, {BufferId::input, 0, a.count}, r);
+    b.recv(0, {BufferId::scratch, 0, a.count}, 5);
+    b.need_scratch(a.count);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("cost model: a receiver that copies the data cannot reduce meanwhile") {
+  const algo::Algorithm alg{"send_while_reducing", Collective::allreduce, send_while_reducing, nullptr, "test"};
+  ComputeParams cp;
+  cp.op_overhead_us = 0;
+  cp.step_overhead_us = 0;
+  cp.reduce_gbps = 2.0;
+  const std::size_t bytes = 40000;
+  const double xfer = static_cast<double>(bytes) / 8e3, reduce = static_cast<double>(bytes) / 2e3;
+  LinkMatrix links = uniform_links(2, 0.0, 8.0);
+  CHECK(predict_us(alg, args_for(Collective::allreduce, 2, bytes), links, cp) ==
+        doctest::Approx(std::max(xfer, reduce)));  // a NIC moves the data: they overlap
+  for (auto& l : links.links) l.receiver_copies = true;
+  CHECK(predict_us(alg, args_for(Collective::allreduce, 2, bytes), links, cp) == doctest::Approx(xfer + reduce));
+}
 
 TEST_CASE("cost model: one message costs alpha + bytes / beta") {
   const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
   for (double alpha : {0.0, 2.5, 40.0})
     for (std::size_t bytes : {std::size_t{0}, std::size_t{4}, std::size_t{1} << 20}) {
       const double beta = 12.5;  // GB/s = 12.5e3 bytes/us
-      const double want = alpha + static_cast<double>(bytes) / (beta * 1e3);
+      const double want = ComputeParams{}.op_overhead_us + alpha + static_cast<double>(bytes) / (beta * 1e3);
       CHECK(predict_us(alg, args_for(Collective::send, 2, bytes), uniform_links(2, alpha, beta), ComputeParams{}) ==
             doctest::Approx(want).epsilon(1e-12));
     }
@@ -95,7 +121,8 @@ TEST_CASE("cost model: a port carries one message per step_overhead_us + bytes /
     for (std::size_t bytes : {std::size_t{0}, std::size_t{4000}}) {
       // The last of the n-1 messages starts after n-2 earlier ones held the port.
       const double per_message = cp.step_overhead_us + static_cast<double>(bytes) / (beta * 1e3);
-      const double want = (n - 2) * per_message + alpha + static_cast<double>(bytes) / (beta * 1e3);
+      const double want =
+          cp.op_overhead_us + (n - 2) * per_message + alpha + static_cast<double>(bytes) / (beta * 1e3);
       CHECK(predict_us(alg, args_for(Collective::broadcast, n, bytes), uniform_links(n, alpha, beta), cp) ==
             doctest::Approx(want).epsilon(1e-12));
     }
@@ -108,7 +135,7 @@ TEST_CASE("cost model: local steps cost overhead + bytes / rate on the compute u
   cp.copy_gbps = 16.0;
   cp.step_overhead_us = 0.5;
   const std::size_t bytes = 4000;
-  const double want = 2 * cp.step_overhead_us + bytes / (4.0 * 1e3) + bytes / (16.0 * 1e3);
+  const double want = cp.op_overhead_us + 2 * cp.step_overhead_us + bytes / (4.0 * 1e3) + bytes / (16.0 * 1e3);
   CHECK(predict_us(alg, args_for(Collective::allreduce, 3, bytes), uniform_links(3, 1, 1), cp) ==
         doctest::Approx(want).epsilon(1e-12));
 }
@@ -118,8 +145,66 @@ TEST_CASE("cost model: the dissemination barrier costs ceil(log2 n) latencies") 
     int rounds = 0;
     while ((1 << rounds) < n) ++rounds;
     CHECK(predict_us(get(Collective::barrier, "dissemination"), args_for(Collective::barrier, n, 0),
-                     uniform_links(n, 3.0, 10.0), ComputeParams{}) == doctest::Approx(3.0 * rounds));
+                     uniform_links(n, 3.0, 10.0), ComputeParams{}) ==
+          doctest::Approx(ComputeParams{}.op_overhead_us + 3.0 * rounds));
   }
+}
+
+TEST_CASE("cost model: a message above the rendezvous threshold pays the extra latency") {
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  LinkMatrix links = uniform_links(2, 6.0, 5.0);
+  for (auto& l : links.links) {
+    l.rndv_threshold_bytes = 16384;
+    l.rndv_extra_us = 9.0;
+  }
+  ComputeParams cp;
+  cp.op_overhead_us = 0.0;
+  for (std::size_t bytes : {std::size_t{8192}, std::size_t{16384}, std::size_t{16388}, std::size_t{65536}}) {
+    const double want = 6.0 + (bytes > 16384 ? 9.0 : 0.0) + static_cast<double>(bytes) / 5e3;
+    CHECK(predict_us(alg, args_for(Collective::send, 2, bytes), links, cp) == doctest::Approx(want).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("cost model: the rendezvous step makes two eager halves beat one rendezvous message") {
+  // UCX tcp at 32 KiB: direct sends 32 KiB (rendezvous), ring 16 KiB halves (eager).
+  auto at = [](const char* name, double extra) {
+    LinkMatrix links = uniform_links(2, 6.0, 5.0);
+    for (auto& l : links.links)
+      if (l.kind != LinkKind::self) {
+        l.rndv_threshold_bytes = 16384;
+        l.rndv_extra_us = extra;
+      }
+    return predict_us(get(Collective::allreduce, name), args_for(Collective::allreduce, 2, 32768), links,
+                      ComputeParams{});
+  };
+  CHECK(at("direct", 0.0) < at("ring", 0.0));
+  CHECK(at("ring", 9.0) < at("direct", 9.0));
+  CHECK(at("ring", 9.0) == doctest::Approx(at("ring", 0.0)));  // its messages stay eager
+}
+
+TEST_CASE("cost model: data beyond cache_bytes moves at the large-data rates") {
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  LinkMatrix links = uniform_links(2, 1.0, 8.0);
+  for (auto& l : links.links) l.beta_large_gbps = 2.0;
+  ComputeParams cp;
+  cp.op_overhead_us = 0.0;
+  const std::size_t small = std::size_t{1} << 20, big = std::size_t{8} << 20;
+  CHECK(predict_us(alg, args_for(Collective::send, 2, big), links, cp) ==
+        doctest::Approx(1.0 + static_cast<double>(big) / 8e3));  // no knee: one regime
+  cp.cache_bytes = std::size_t{4} << 20;
+  CHECK(predict_us(alg, args_for(Collective::send, 2, small), links, cp) ==
+        doctest::Approx(1.0 + static_cast<double>(small) / 8e3));
+  CHECK(predict_us(alg, args_for(Collective::send, 2, big), links, cp) ==
+        doctest::Approx(1.0 + static_cast<double>(big) / 2e3));
+  const algo::Algorithm local{"local_only", Collective::allreduce, local_only, nullptr, "test"};
+  cp.reduce_gbps = 4.0;
+  cp.copy_gbps = 16.0;
+  cp.reduce_large_gbps = 1.0;
+  cp.copy_large_gbps = 2.0;
+  cp.step_overhead_us = 0.0;
+  const double b = static_cast<double>(big);
+  CHECK(predict_us(local, args_for(Collective::allreduce, 2, big), links, cp) ==
+        doctest::Approx(b / 1e3 + b / 2e3));
 }
 
 TEST_CASE("cost model: direct wins tiny all-reduces, ring wins large ones") {

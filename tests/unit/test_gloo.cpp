@@ -12,9 +12,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -117,9 +120,16 @@ TEST_CASE("gloo native all-reduce: integer avg truncates, f16 and bf16 sum") {
 }
 
 TEST_CASE("gloo transport fails fast after a cancelled operation") {
-  comm::test::run_local(2, gloo_config(), [](comm::Communicator& c) {
+  // Rank 1 stays until rank 0 has checked: its leaving would close the
+  // connections and turn the expected "aborted" into "peer failed".
+  std::atomic<bool> checked{false};
+  comm::test::run_local(2, gloo_config(), [&checked](comm::Communicator& c) {
     comm::Transport& t = c.impl().transport();
-    if (c.rank() == 0) {
+    if (c.rank() == 1) {
+      while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    {
       std::uint64_t never = 0;
       comm::Completion pending;
       t.irecv(1, 77, &never, sizeof never, pending);
@@ -131,6 +141,7 @@ TEST_CASE("gloo transport fails fast after a cancelled operation") {
       CHECK(later.state.load() == comm::Completion::failed);
       CHECK(later.code == ErrorCode::transport_failure);
       CHECK(later.message.find("create a new communicator") != std::string::npos);
+      checked = true;
     }
   });
 }

@@ -112,8 +112,12 @@ LinkInfo classify_link(bool same_host, const std::vector<std::string>& lanes) {
   // The fastest medium among the lanes carries small messages: shared memory
   // beats RDMA beats sockets. Lanes we cannot name fall back to whether the
   // peer shares our host.
-  if (shm || (!ib && !tcp && same_host))
-    return LinkInfo{LinkKind::shm, kShmAlphaUs, kShmBetaGbps, detail};
+  if (shm || (!ib && !tcp && same_host)) {
+    LinkInfo link{LinkKind::shm, kShmAlphaUs, kShmBetaGbps, detail};
+    // UCX shm copies through the receiver's CPU (copy-out of the segment, or CMA reads).
+    link.receiver_copies = true;
+    return link;
+  }
   if (ib) return LinkInfo{LinkKind::ib, kIbAlphaUs, kIbBetaGbps, detail};
   return LinkInfo{LinkKind::tcp, kTcpAlphaUs, kTcpBetaGbps, detail};
 }
