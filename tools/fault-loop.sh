@@ -2,8 +2,10 @@
 # Fault injection: for each transport, RUNS jobs of 3 ranks in which a random
 # rank SIGKILLs itself inside a random all-reduce of a loop; every survivor
 # must fail with a comm::Error naming the dead rank within 10 s (comm-mp-suite
-# checks that and exits non-zero otherwise). A job still running after 40 s
-# counts as a hang. Usage: tools/fault-loop.sh [RUNS] [BUILD_DIR]
+# checks that and exits non-zero otherwise). --linger keeps each survivor
+# until all have seen their error, so each must detect the death itself and
+# none is blamed for a sibling's exit. A job still running after 40 s counts
+# as a hang. Usage: tools/fault-loop.sh [RUNS] [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
@@ -23,7 +25,7 @@ for t in $transports; do
     rank=$((RANDOM % 3))
     after=$((RANDOM % 20))
     log=$(env "${env_vars[@]}" "$commrun" -n 3 --timeout 40 --transport "$t" --allow-fail "$rank" -- \
-      "$suite" --kill-rank "$rank" --kill-after "$after" 2>&1)
+      "$suite" --kill-rank "$rank" --kill-after "$after" --linger 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
       named=$((named + 1))

@@ -491,6 +491,9 @@ int fault_mode(comm::Communicator c, const Options& o, const std::string& job_id
                 o.kill_rank, c.size());
     return 1;
   }
+  // Everyone has joined before anyone dies: a death during creation is a
+  // store failure (rank 0 hosts the store), not what this mode tests.
+  c.barrier();
   std::vector<float> in(4096, 1.0f), out(4096);
   const int max_iters = o.kill_after + 1000;
   for (int it = 0; it < max_iters; ++it) {
