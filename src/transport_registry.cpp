@@ -30,26 +30,26 @@ struct Registry {
   std::map<std::string, std::string, std::less<>> unavailable;  // name -> reason
 
   Registry() {
-    register_builtin("local", register_local_transport);
+    pending.push_back(register_local_transport);
 #if COMM_HAVE_UCX
-    register_builtin("ucx", register_ucx_transport);
+    pending.push_back(register_ucx_transport);
 #else
     unavailable["ucx"] = "this build of comm has no UCX support (configure with libucx-dev installed)";
 #endif
 #if COMM_HAVE_OFI
-    register_builtin("ofi", register_ofi_transport);
+    pending.push_back(register_ofi_transport);
 #else
     unavailable["ofi"] = "this build of comm has no libfabric support (configure with libfabric-dev installed)";
 #endif
 #if COMM_HAVE_GLOO
-    register_builtin("gloo", register_gloo_transport);
+    pending.push_back(register_gloo_transport);
 #else
     unavailable["gloo"] = "this build of comm has no Gloo support (configure with libgloo-dev installed)";
 #endif
   }
 
-  // Run on first use by registry(), outside this constructor.
-  void register_builtin(std::string_view, void (*fn)()) { pending.push_back(fn); }
+  // Registration functions of the built-in transports, run on first use by
+  // registry() (they call register_transport, which needs the registry built).
   std::vector<void (*)()> pending;
 };
 
