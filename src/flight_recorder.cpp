@@ -1,29 +1,11 @@
 #include "flight_recorder.hpp"
 
+#include "tuning_file.hpp"
+
 #include <cstdio>
 
 namespace comm::detail {
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 const char* state_name(OpState s) {
   switch (s) {
@@ -82,8 +64,8 @@ std::string FlightRecorder::json(const std::string& header) const {
                   std::string(to_string(r.collective)).c_str(), r.bytes, std::string(to_string(r.dtype)).c_str(),
                   std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total, r.start_us, r.end_us);
     out += buf;
-    out += "\"algorithm\":\"" + escape(std::string(r.algorithm)) + "\",\"state\":\"" + state_name(r.state) + "\"";
-    if (!r.error.empty()) out += ",\"error\":\"" + escape(r.error) + "\"";
+    out += "\"algorithm\":" + json::quote(r.algorithm) + ",\"state\":\"" + state_name(r.state) + "\"";
+    if (!r.error.empty()) out += ",\"error\":" + json::quote(r.error);
     out += "}";
   }
   out += "]}";
