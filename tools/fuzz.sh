@@ -10,11 +10,11 @@ mkdir -p "$out"
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -Isrc -DCOMM_STATIC_DEFINE -pthread)
-common=(src/types.cpp src/error.cpp src/log.cpp src/config.cpp)
-store=(src/store_memory.cpp src/store_tcp.cpp src/store_tcp_server.cpp src/socket_util.cpp src/sha256.cpp
-       src/store_file.cpp src/store_factory.cpp)
+common=(src/core/types.cpp src/core/error.cpp src/util/log.cpp src/bootstrap/config.cpp)
+store=(src/bootstrap/store_memory.cpp src/bootstrap/store_tcp.cpp src/bootstrap/store_tcp_server.cpp src/util/socket_util.cpp src/util/sha256.cpp
+       src/bootstrap/store_file.cpp src/bootstrap/store_factory.cpp)
 
-"$cxx" "${flags[@]}" tests/fuzz/fuzz_override.cpp src/override_parser.cpp "${common[@]}" -o "$out/fuzz_override"
+"$cxx" "${flags[@]}" tests/fuzz/fuzz_override.cpp src/select/override_parser.cpp "${common[@]}" -o "$out/fuzz_override"
 "$cxx" "${flags[@]}" tests/fuzz/fuzz_store.cpp "${store[@]}" "${common[@]}" -o "$out/fuzz_store"
 
 for target in override store; do

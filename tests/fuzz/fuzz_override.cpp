@@ -1,7 +1,7 @@
 // libFuzzer target: the COMM_ALGO override parser must either return rules
 // or throw comm::Error(invalid_config) — never crash, hang or throw anything else.
 
-#include "override_parser.hpp"
+#include "select/override_parser.hpp"
 
 #include <comm/error.hpp>
 

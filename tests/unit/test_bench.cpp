@@ -8,8 +8,8 @@
 #include "tools/bench/runner.hpp"
 #include "tools/bench/stats.hpp"
 
-#include "calibration.hpp"
-#include "tuning_file.hpp"
+#include "select/calibration.hpp"
+#include "select/tuning_file.hpp"
 #include "local_group.hpp"
 
 #include <doctest/doctest.h>

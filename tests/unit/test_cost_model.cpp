@@ -1,7 +1,7 @@
 // The cost model: exact predictions for hand-made schedules, and the
 // orderings between real algorithms that the selector relies on.
 
-#include "cost_model.hpp"
+#include "select/cost_model.hpp"
 
 #include "algorithms/algorithm.hpp"
 

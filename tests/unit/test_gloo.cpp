@@ -4,7 +4,7 @@
 // is enabled.
 #include "transports/gloo/gloo_transport.hpp"
 
-#include "communicator_impl.hpp"
+#include "core/communicator_impl.hpp"
 #include "local_group.hpp"
 
 #include <gloo/common/error.h>

@@ -1,7 +1,7 @@
 // The COMM_ALGO override grammar: valid strings parse to the rules they say;
 // malformed ones raise invalid_config naming the position and the problem.
 
-#include "override_parser.hpp"
+#include "select/override_parser.hpp"
 
 #include <comm/error.hpp>
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 // Enum names, dtype sizes, half-precision conversions and the host reduction
 // kernels for every dtype x op, against references computed here.
 
-#include "reduce_kernels.hpp"
+#include "engine/reduce_kernels.hpp"
 
 #include <comm/comm.hpp>
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 
 #include "gloo_transport.hpp"
 
-#include "reduce_kernels.hpp"
+#include "engine/reduce_kernels.hpp"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>

@@ -1,6 +1,6 @@
 #include "gloo_transport.hpp"
 
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>

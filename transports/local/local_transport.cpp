@@ -1,6 +1,6 @@
 #include "local_transport.hpp"
 
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <atomic>
 #include <condition_variable>

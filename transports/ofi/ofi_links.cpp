@@ -11,7 +11,7 @@
 
 #include "ofi_transport.hpp"
 
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <algorithm>
 #include <bit>

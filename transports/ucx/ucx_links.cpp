@@ -3,7 +3,7 @@
 // and telling the other ranks about them (obituaries).
 #include "transports/ucx/ucx_transport.hpp"
 
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 // kinds and peer failure.
 #include "transports/ucx/ucx_transport.hpp"
 
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <poll.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "socket_util.hpp"
+#include "util/socket_util.hpp"
 
 #include <comm/error.hpp>
 

@@ -1,10 +1,10 @@
 // The communicator engine: creation, operation lifecycle, progress, failure.
 
-#include "calibration.hpp"
-#include "communicator_impl.hpp"
-#include "log.hpp"
-#include "reduce_kernels.hpp"
-#include "tuning_file.hpp"
+#include "select/calibration.hpp"
+#include "core/communicator_impl.hpp"
+#include "util/log.hpp"
+#include "engine/reduce_kernels.hpp"
+#include "select/tuning_file.hpp"
 
 #include <algorithm>
 #include <cstring>

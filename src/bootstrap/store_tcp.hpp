@@ -4,7 +4,7 @@
 
 #include <comm/store.hpp>
 
-#include "socket_util.hpp"
+#include "util/socket_util.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // The public Communicator and Work: argument validation (usage errors before
 // anything is sent) and translation of each call into a detail::Call.
 
-#include "communicator_impl.hpp"
+#include "core/communicator_impl.hpp"
 
 #include <limits>
 

@@ -1,4 +1,4 @@
-#include "reduce_kernels.hpp"
+#include "engine/reduce_kernels.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "override_parser.hpp"
+#include "select/override_parser.hpp"
 
 #include <comm/error.hpp>
 

@@ -1,6 +1,6 @@
 // make_store: the store a Config names.
 
-#include "socket_util.hpp"
+#include "util/socket_util.hpp"
 
 #include <comm/config.hpp>
 #include <comm/error.hpp>

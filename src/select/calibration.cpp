@@ -1,7 +1,7 @@
-#include "calibration.hpp"
+#include "select/calibration.hpp"
 
-#include "log.hpp"
-#include "reduce_kernels.hpp"
+#include "util/log.hpp"
+#include "engine/reduce_kernels.hpp"
 
 #include <comm/error.hpp>
 #include <comm/types.hpp>

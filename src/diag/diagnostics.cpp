@@ -2,8 +2,8 @@
 // consistency check (COMM_CHECK) and flight-recorder dumps (on request, on
 // timeout or failure, and on SIGUSR1).
 
-#include "communicator_impl.hpp"
-#include "log.hpp"
+#include "core/communicator_impl.hpp"
+#include "util/log.hpp"
 
 #include <csignal>
 #include <cstdio>

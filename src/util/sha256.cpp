@@ -1,4 +1,4 @@
-#include "sha256.hpp"
+#include "util/sha256.hpp"
 
 #include <cstring>
 

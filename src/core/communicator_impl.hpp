@@ -5,9 +5,9 @@
 // the public calls and turns each into a Call.
 
 #include "algorithms/algorithm.hpp"
-#include "executor.hpp"
-#include "flight_recorder.hpp"
-#include "selector.hpp"
+#include "engine/executor.hpp"
+#include "diag/flight_recorder.hpp"
+#include "select/selector.hpp"
 
 #include <comm/communicator.hpp>
 

@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "util/log.hpp"
 
 #include <atomic>
 #include <cstdio>

@@ -27,7 +27,7 @@
 // Ports are granted in order of readiness (ties: lower rank, then lower step),
 // which makes the prediction deterministic.
 
-#include "cost_model.hpp"
+#include "select/cost_model.hpp"
 
 #include <comm/error.hpp>
 

@@ -1,10 +1,10 @@
 // The TCP store's client, and the store object that also owns the server on rank 0.
 
-#include "store_tcp.hpp"
+#include "bootstrap/store_tcp.hpp"
 
-#include "sha256.hpp"
-#include "socket_util.hpp"
-#include "store_tcp_wire.hpp"
+#include "util/sha256.hpp"
+#include "util/socket_util.hpp"
+#include "bootstrap/store_tcp_wire.hpp"
 
 #include <comm/error.hpp>
 #include <comm/store.hpp>

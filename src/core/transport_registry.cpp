@@ -2,8 +2,8 @@
 // looked up as a plugin module libcomm_<name>.so (NCCL ships that way so the
 // core never depends on CUDA libraries).
 
-#include "builtin_transports.hpp"
-#include "log.hpp"
+#include "core/builtin_transports.hpp"
+#include "util/log.hpp"
 
 #include <comm/transport.hpp>
 

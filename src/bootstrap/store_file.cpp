@@ -10,7 +10,7 @@
 //   .comm-lock        the lock file
 //   .comm-created     present when a store object created the directory
 
-#include "sha256.hpp"
+#include "util/sha256.hpp"
 
 #include <comm/error.hpp>
 #include <comm/store.hpp>

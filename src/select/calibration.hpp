@@ -24,7 +24,7 @@
 // select identically). Costs about 100-150 ms with shared memory or TCP on
 // the development VM, half of it touching the large-data buffers.
 
-#include "cost_model.hpp"
+#include "select/cost_model.hpp"
 
 #include <comm/store.hpp>
 #include <comm/transport.hpp>

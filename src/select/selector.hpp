@@ -11,8 +11,8 @@
 // and all_to_all: the whole input).
 
 #include "algorithms/algorithm.hpp"
-#include "cost_model.hpp"
-#include "override_parser.hpp"
+#include "select/cost_model.hpp"
+#include "select/override_parser.hpp"
 
 #include <comm/communicator.hpp>
 

@@ -1,6 +1,6 @@
-#include "executor.hpp"
+#include "engine/executor.hpp"
 
-#include "reduce_kernels.hpp"
+#include "engine/reduce_kernels.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,8 @@
-#include "store_tcp.hpp"
+#include "bootstrap/store_tcp.hpp"
 
-#include "log.hpp"
-#include "sha256.hpp"
-#include "store_tcp_wire.hpp"
+#include "util/log.hpp"
+#include "util/sha256.hpp"
+#include "bootstrap/store_tcp_wire.hpp"
 
 #include <comm/error.hpp>
 

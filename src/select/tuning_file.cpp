@@ -1,4 +1,4 @@
-#include "tuning_file.hpp"
+#include "select/tuning_file.hpp"
 
 #include <comm/error.hpp>
 #include <comm/types.hpp>

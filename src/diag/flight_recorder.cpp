@@ -1,6 +1,6 @@
-#include "flight_recorder.hpp"
+#include "diag/flight_recorder.hpp"
 
-#include "tuning_file.hpp"
+#include "select/tuning_file.hpp"
 
 #include <cstdio>
 

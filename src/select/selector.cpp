@@ -1,4 +1,4 @@
-#include "selector.hpp"
+#include "select/selector.hpp"
 
 #include <comm/error.hpp>
 

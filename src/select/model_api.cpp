@@ -1,7 +1,7 @@
 // Public face of the cost model: predictions for a uniform fabric, computed by
 // the same Selector the communicator uses.
 
-#include "selector.hpp"
+#include "select/selector.hpp"
 
 #include <comm/error.hpp>
 #include <comm/model.hpp>

@@ -22,7 +22,7 @@
 // out-of-range numbers are errors (a typo must not silently fall back to the
 // defaults). Also holds the small JSON reader this needs (no dependencies).
 
-#include "cost_model.hpp"
+#include "select/cost_model.hpp"
 
 #include <comm/store.hpp>
 
