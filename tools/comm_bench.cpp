@@ -33,7 +33,8 @@ Plan plan_transports(const Options& o, const Config& base) {
   Plan p;
   if (o.transport != "all") {
     const std::string name = o.transport.empty() ? base.transport : o.transport;
-    if (std::string why = transport_unavailable_reason(name); !why.empty())
+    // "" (none named) is resolved at creation: local for threads, else the best host transport.
+    if (std::string why = name.empty() ? "" : transport_unavailable_reason(name); !why.empty())
       throw Error(ErrorCode::unknown_transport, "--transport " + name + ": " + why);
     p.run.push_back(name);
     return p;

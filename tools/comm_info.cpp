@@ -117,6 +117,17 @@ void print_links(const Communicator& c) {
   }
 }
 
+void print_hosts(const Communicator& c) {
+  const PeerTable& t = c.peers();
+  std::printf("\nHosts (%d; from the peer table every transport and the selector read)\n", t.num_hosts());
+  std::string lines = t.describe();
+  for (std::size_t start = 0; start < lines.size();) {
+    const auto end = lines.find('\n', start);
+    std::printf("  %s\n", lines.substr(start, end - start).c_str());
+    start = end + 1;
+  }
+}
+
 void print_tables(const Communicator& c, std::size_t max_bytes) {
   std::printf("\nSelection tables (message size = the larger of a rank's input and output buffers)\n");
   for (Collective coll : kShown) {
@@ -164,6 +175,7 @@ int main(int argc, char** argv) {
       std::printf("comm-info: %d rank%s, transport %s\n\n", c.size(), c.size() == 1 ? "" : "s",
                   std::string(c.transport_name()).c_str());
       print_transports();
+      print_hosts(c);
       print_links(c);
       print_tables(c, o.table_max);
       for (std::size_t s : o.sizes) print_candidates(c, s);

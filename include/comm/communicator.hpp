@@ -162,6 +162,8 @@ class COMM_API Communicator {
   bool failed() const noexcept;
 
   // ---- introspection (identical on every rank)
+  /// Every rank's host, pid and local rank, and the hosts they form (exchanged at creation).
+  const PeerTable& peers() const;
   /// The link between ranks a and b, as exchanged at creation.
   LinkInfo link(int a, int b) const;
   /// The algorithm automatic selection uses for `bytes` of `c`.

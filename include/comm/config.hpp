@@ -12,7 +12,9 @@
 ///                     fallback: MASTER_ADDR:MASTER_PORT (torchrun)
 ///   COMM_STORE_TOKEN  shared secret a client must prove to the TCP store
 ///   COMM_STORE_BIND   address the rank-0 TCP store listens on (default: the store host)
-///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, nccl, or a registered one
+///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, nccl, or a registered one;
+///                     unset: local when all ranks are threads of one process, else the
+///                     best host transport built in (ucx, then ofi, then gloo)
 ///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
 ///   COMM_LOG          warn (default), info, debug, trace, or off
 ///   COMM_ALGO         selection override, e.g. "allreduce=direct:0-64K,ring:64K-;alltoall=pairwise"
@@ -50,7 +52,7 @@ struct COMM_API Config {
   std::string store;
   std::string store_token;
   std::string store_bind;
-  std::string transport = "local";
+  std::string transport;  ///< "" = chosen at creation (see COMM_TRANSPORT above)
   std::chrono::milliseconds timeout{300'000};
   LogLevel log_level = LogLevel::warn;
   std::string algo_override;

@@ -15,6 +15,7 @@
 #include <comm/config.hpp>
 #include <comm/error.hpp>
 #include <comm/export.hpp>
+#include <comm/peers.hpp>
 #include <comm/schedule.hpp>
 #include <comm/store.hpp>
 #include <comm/types.hpp>
@@ -193,6 +194,10 @@ struct TransportInit {
   int size = 1;
   std::shared_ptr<Store> store;
   const Config* config = nullptr;
+  /// Every rank's host, pid and local rank, exchanged before the transport is
+  /// created. Transports read hosts from here and never compute host identity
+  /// themselves. When null, create_transport() exchanges it through `store`.
+  std::shared_ptr<const PeerTable> peers;
 };
 
 using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportInit&)>;

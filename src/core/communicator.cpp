@@ -2,6 +2,7 @@
 
 #include "select/calibration.hpp"
 #include "core/communicator_impl.hpp"
+#include "core/peer_table.hpp"
 #include "util/log.hpp"
 #include "engine/reduce_kernels.hpp"
 #include "select/tuning_file.hpp"
@@ -132,8 +133,11 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   c->generation_ = static_cast<std::uint64_t>(generation);
   c->store_ = make_prefix_store(base, "c" + std::to_string(generation) + "/");
 
-  TransportInit init{config.rank, config.world_size, c->store_, &c->config_};
-  c->transport_ = create_transport(config.transport, init);
+  // The one exchange every transport and the selector rely on: who is where.
+  c->peers_ = std::make_shared<const PeerTable>(exchange_peers(*c->store_, config, config.timeout));
+  if (c->config_.transport.empty()) c->config_.transport = default_transport(*c->peers_);
+  TransportInit init{config.rank, config.world_size, c->store_, &c->config_, c->peers_};
+  c->transport_ = create_transport(c->config_.transport, init);
   c->caps_ = c->transport_->caps();
 
   // Every rank learns every link so that all ranks select identically.
@@ -165,8 +169,8 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), compute, config.chunk_bytes,
                                             std::move(overrides), c->transport_->native(), schedules_runnable);
   register_live(c.get());
-  COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << config.transport
-                                 << " ready");
+  COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << c->config_.transport
+                                 << " ready; " << c->peers_->num_hosts() << " host(s): " << c->peers_->describe());
   return c;
 }
 

@@ -115,6 +115,7 @@ int Communicator::rank() const { return impl().rank(); }
 int Communicator::size() const { return impl().size(); }
 const Config& Communicator::config() const { return impl().config(); }
 std::string_view Communicator::transport_name() const { return impl().config().transport; }
+const PeerTable& Communicator::peers() const { return impl().peers(); }
 void Communicator::abort() noexcept {
   if (impl_) impl_->abort();
 }

@@ -95,6 +95,7 @@ class CommunicatorImpl {
   int size() const noexcept { return size_; }
   const Config& config() const noexcept { return config_; }
   Transport& transport() noexcept { return *transport_; }
+  const PeerTable& peers() const noexcept { return *peers_; }
   Selector& selector() noexcept { return *selector_; }
   const LinkMatrix& links() const noexcept { return selector_->links(); }
   const std::shared_ptr<Store>& store() const noexcept { return store_; }
@@ -137,6 +138,7 @@ class CommunicatorImpl {
   int size_ = 1;
   std::shared_ptr<Store> base_store_;
   std::shared_ptr<Store> store_;
+  std::shared_ptr<const PeerTable> peers_;
   std::unique_ptr<Transport> transport_;
   TransportCaps caps_;
   std::unique_ptr<Selector> selector_;

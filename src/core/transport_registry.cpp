@@ -2,6 +2,7 @@
 // looked up as a plugin module libcomm_<name>.so (NCCL ships that way so the
 // core never depends on CUDA libraries).
 
+#include "core/peer_table.hpp"
 #include "core/builtin_transports.hpp"
 #include "util/log.hpp"
 
@@ -147,6 +148,27 @@ std::string transport_unavailable_reason(std::string_view name) {
   return why;
 }
 
+namespace detail {
+
+std::string default_transport(const PeerTable& peers) {
+  if (peers.one_process()) return "local";
+  // Ranks in separate processes: the best host transport this build has.
+  constexpr std::string_view kHostTransports[] = {"ucx", "ofi", "gloo"};
+  for (std::string_view t : kHostTransports)
+    if (transport_unavailable_reason(t).empty()) {
+      COMM_INFO("no transport named (COMM_TRANSPORT / Config::transport): ranks are separate processes, using '"
+                << t << "'");
+      return std::string(t);
+    }
+  std::string why;
+  for (std::string_view t : kHostTransports) why += "; " + std::string(t) + ": " + transport_unavailable_reason(t);
+  throw Error(ErrorCode::unknown_transport,
+              "no transport named (COMM_TRANSPORT / Config::transport) and the ranks are separate processes, but "
+              "this build has no transport that crosses processes" + why);
+}
+
+}  // namespace detail
+
 std::unique_ptr<Transport> create_transport(std::string_view name, const TransportInit& init) {
   if (std::string why = transport_unavailable_reason(name); !why.empty()) {
     std::string names;
@@ -161,7 +183,15 @@ std::unique_ptr<Transport> create_transport(std::string_view name, const Transpo
     std::lock_guard lk(r.mu);
     factory = r.factories.find(name)->second;
   }
-  return factory(init);
+  if (init.peers || (!init.store && init.size != 1)) return factory(init);
+  // Created outside a communicator (tests, tools): meet the peers here.
+  Config self = init.config ? *init.config : Config{};
+  self.rank = init.rank;
+  self.world_size = init.size;
+  TransportInit with_peers = init;
+  with_peers.peers = std::make_shared<const PeerTable>(
+      init.store ? detail::exchange_peers(*init.store, self, self.timeout) : detail::self_peer_table(self));
+  return factory(with_peers);
 }
 
 }  // namespace comm

@@ -30,7 +30,7 @@ Config one_rank() {
 
 struct Fixture {
   Config cfg = one_rank();
-  std::unique_ptr<Transport> t = create_transport("nccl", TransportInit{0, 1, make_memory_store(), &cfg});
+  std::unique_ptr<Transport> t = create_transport("nccl", TransportInit{0, 1, make_memory_store(), &cfg, nullptr});
   cudaStream_t stream = nullptr;
   Fixture() { test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
   ~Fixture() { cudaStreamDestroy(stream); }

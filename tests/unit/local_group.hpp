@@ -1,6 +1,7 @@
 #pragma once
 // Runs a function on N ranks that are threads of this process, each with its
-// own Communicator over the `local` transport, meeting through one memory store.
+// own Communicator meeting through one memory store; with no transport named
+// the peer table makes that `local`.
 // An exception on any rank is rethrown (the first one) after all threads end;
 // the other ranks' communicators are aborted so they cannot hang.
 
@@ -30,7 +31,6 @@ inline void run_local(int nranks, const Config& base, const std::function<void(C
         Config cfg = base;
         cfg.rank = r;
         cfg.world_size = nranks;
-        cfg.transport = base.transport.empty() ? "local" : base.transport;
         Communicator c = Communicator::create(cfg, store);
         {
           std::lock_guard lk(mu);

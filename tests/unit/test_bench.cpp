@@ -571,7 +571,7 @@ TEST_CASE("calibration measures every link kind and agrees on all ranks") {
         Config cfg;
         cfg.rank = r;
         cfg.world_size = n;
-        auto t = create_transport("local", {r, n, store, &cfg});
+        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
         LinkMatrix m;
         m.n = n;
         for (int a = 0; a < n; ++a)

@@ -68,13 +68,6 @@ TEST_CASE("ucx: link kind from the lanes") {
   CHECK(classify_link(false, {}).kind == LinkKind::tcp);
 }
 
-TEST_CASE("ucx: host identity is stable and names the host") {
-  const auto id = comm::ucx::host_identity();
-  CHECK(!id.empty());
-  CHECK(id == comm::ucx::host_identity());
-  CHECK(id.find('\n') == std::string::npos);
-}
-
 TEST_CASE("ucx: two transports in one process exchange messages over shared memory") {
   ::setenv("UCX_TLS", "shm", 1);  // this binary's own environment; keeps it off the network
   auto store = comm::make_memory_store();
@@ -86,7 +79,7 @@ TEST_CASE("ucx: two transports in one process exchange messages over shared memo
     init.size = 2;
     init.store = store;
     init.config = &cfg;
-    return std::make_unique<comm::ucx::UcxTransport>(init);
+    return comm::create_transport("ucx", init);
   };
   auto other = std::async(std::launch::async, make, 1);
   auto t0 = make(0);

@@ -11,7 +11,6 @@
 #include <cctype>
 #include <cstring>
 #include <csignal>
-#include <fstream>
 #include <pthread.h>
 #include <sched.h>
 #include <system_error>
@@ -62,32 +61,6 @@ std::string hint(ErrorCode code) {
     return " (a Gloo timeout closes every connection of the communicator; create a new one)";
   if (code == ErrorCode::peer_failed) return " (the peer process exited, failed, or closed its connections)";
   return "";
-}
-
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
-// Two ranks can reach each other over 127.0.0.1 only when they run on the
-// same kernel and in the same network namespace.
-std::string host_identity() {
-  std::string id = host_name();
-  id += '|';
-  id += read_first_line("/proc/sys/kernel/random/boot_id");
-  char ns[128] = {};
-  const ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
-  id += '|';
-  if (n > 0) id.append(ns, static_cast<std::size_t>(n));
-  return id;
 }
 
 // Gloo's rendezvous store interface over ours; every wait is bounded.
@@ -204,23 +177,19 @@ GlooTransport::GlooTransport(const TransportInit& init)
   auto store = make_prefix_store(init.store, "gloo/");
   const std::string me = std::to_string(rank_);
 
+  if (!init.peers || init.peers->size() != size_)
+    throw Error(ErrorCode::invalid_argument,
+                "gloo transport: TransportInit::peers must describe all " + std::to_string(size_) + " ranks");
   // Decide the listening address: COMM_IFACE if given; loopback when every
   // rank shares this host's kernel and network namespace; else the host name.
-  const std::string identity = host_identity();
-  store->set("host/" + me, identity);
-  std::vector<std::string> identities(static_cast<std::size_t>(size_));
-  bool one_host = true;
-  for (int r = 0; r < size_; ++r) {
-    identities[static_cast<std::size_t>(r)] = store->get("host/" + std::to_string(r), timeout_);
-    one_host = one_host && identities[static_cast<std::size_t>(r)] == identity;
-  }
+  const bool one_host = init.peers->num_hosts() == 1;
   std::string address;
   if (init.config && !init.config->iface.empty())
     address = init.config->iface;
   else if (one_host)
     address = "127.0.0.1";
   else
-    address = host_name();
+    address = (*init.peers)[rank_].hostname;
   store->set("addr/" + me, address);
 
   // Gloo's event-loop thread starts inside CreateDevice and inherits this mask.
@@ -244,7 +213,7 @@ GlooTransport::GlooTransport(const TransportInit& init)
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<std::size_t>(r);
     peer_address_[i] = store->get("addr/" + std::to_string(r), timeout_);
-    same_host_[i] = identities[i] == identity;
+    same_host_[i] = init.peers->same_host(rank_, r);
   }
   COMM_INFO("gloo transport: rank " << rank_ << "/" << size_ << " on " << address << " ("
                                     << (one_host ? "all ranks on this host" : "several hosts") << ")");

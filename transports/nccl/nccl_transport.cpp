@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <utility>
 
 namespace comm::nccl {
@@ -23,19 +22,6 @@ std::string nccl_error_text(ncclResult_t r, ncclComm_t comm) {
   const char* last = comm ? ncclGetLastError(comm) : nullptr;
   if (last && *last) s += std::string(" (") + last + ")";
   return s;
-}
-
-// Like NCCL's host hash: the hostname plus the kernel's boot id, so that
-// machines (or containers on different machines) reusing a hostname are not
-// mistaken for one host.
-std::string host_identity() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::string id = name;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  if (boot && std::getline(boot, boot_id)) id += "/" + boot_id;
-  return id;
 }
 
 void info(const Config* cfg, int rank, const std::string& msg) {
@@ -67,8 +53,9 @@ ncclDataType_t to_nccl(DataType t) noexcept {
 // ---------------------------------------------------------------- creation
 
 NcclTransport::NcclTransport(const TransportInit& init) : rank_(init.rank), size_(init.size) {
-  if (!init.store)
-    throw Error(ErrorCode::invalid_argument, "nccl transport: TransportInit::store is null; ranks meet through it");
+  if (!init.store || !init.peers)
+    throw Error(ErrorCode::invalid_argument,
+                "nccl transport: TransportInit::store and ::peers are required; ranks meet through the store");
   if (init.config) default_timeout_ = init.config->timeout;
 
   int count = 0;
@@ -78,12 +65,13 @@ NcclTransport::NcclTransport(const TransportInit& init) : rank_(init.rank), size
                 "nccl transport: no CUDA device: cudaGetDeviceCount returned " +
                     std::string(e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
                     "; run on a machine with an NVIDIA GPU or choose another transport");
-  const int wanted = init.config && init.config->device >= 0 ? init.config->device
-                                                             : (init.config ? init.config->local_rank : 0);
+  // Default: the rank's position among the ranks of its host (peer table).
+  const int wanted =
+      init.config && init.config->device >= 0 ? init.config->device : (*init.peers)[rank_].local_rank;
   if (wanted < 0 || wanted >= count)
     throw Error(ErrorCode::invalid_config,
                 "nccl transport: rank " + std::to_string(rank_) + " asked for CUDA device " + std::to_string(wanted) +
-                    " (COMM_DEVICE, default: local rank) but " + std::to_string(count) +
+                    " (COMM_DEVICE, default: its local rank on this host) but " + std::to_string(count) +
                     " device(s) are visible; set COMM_DEVICE or COMM_LOCAL_RANK to 0.." + std::to_string(count - 1));
   device_ = wanted;
   check_cuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
@@ -92,7 +80,7 @@ NcclTransport::NcclTransport(const TransportInit& init) : rank_(init.rank), size
   check_cuda(cudaMalloc(&token_, 8), "cudaMalloc of the 8-byte token buffer");
   try {
     check_cuda(cudaMemset(token_, 0, 8), "cudaMemset of the token buffer");
-    exchange_links(*init.store);
+    exchange_links(*init.store, *init.peers);
     bootstrap(init);  // leaves no communicator behind when it throws
   } catch (...) {
     cudaFree(token_);
@@ -104,16 +92,13 @@ NcclTransport::NcclTransport(const TransportInit& init) : rank_(init.rank), size
            ", NCCL " + std::to_string(version_));
 }
 
-void NcclTransport::exchange_links(Store& store) {
+void NcclTransport::exchange_links(Store& store, const PeerTable& hosts) {
   char bus[32] = {};
   check_cuda(cudaDeviceGetPCIBusId(bus, sizeof bus, device_), "cudaDeviceGetPCIBusId");
-  store.set("nccl/peer/" + std::to_string(rank_), host_identity() + "\n" + bus);
+  store.set("nccl/bus/" + std::to_string(rank_), bus);
   std::vector<PeerIdentity> peers(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    const std::string v = store.get("nccl/peer/" + std::to_string(r), default_timeout_);
-    const auto nl = v.find('\n');
-    peers[r] = {v.substr(0, nl), nl == std::string::npos ? std::string() : v.substr(nl + 1)};
-  }
+  for (int r = 0; r < size_; ++r)
+    peers[r] = {hosts[r].host, store.get("nccl/bus/" + std::to_string(r), default_timeout_)};
   // Every rank publishes its row and reads all rows, so the matrix (and every
   // prediction made from it) is identical on all ranks: divergent algorithm
   // choices would hang.

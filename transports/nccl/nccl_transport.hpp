@@ -58,7 +58,7 @@ ncclDataType_t to_nccl(DataType t) noexcept;
 
 // Identity of one rank's GPU, exchanged through the store at creation.
 struct PeerIdentity {
-  std::string host;    // hostname + kernel boot id: equal means same machine
+  std::string host;    // PeerInfo::host: equal means same machine
   std::string bus_id;  // PCI bus id of the rank's GPU, e.g. "0000:3B:00.0"
 };
 
@@ -105,7 +105,7 @@ class NcclStreamEngine final : public StreamEngine {
 
 class NcclTransport final : public Transport {
  public:
-  // Selects the device (Config::device, default Config::local_rank), meets the
+  // Selects the device (Config::device, default the local rank on its host), meets the
   // other ranks through init.store ("nccl/id"), creates the communicator and
   // exchanges the link rows. Throws comm::Error on failure (no device:
   // unsupported; bad device: invalid_config; NCCL: transport_failure; peers
@@ -181,7 +181,7 @@ class NcclTransport final : public Transport {
   };
 
   void bootstrap(const TransportInit& init);
-  void exchange_links(Store& store);
+  void exchange_links(Store& store, const PeerTable& hosts);
   void watchdog_loop() noexcept;
   // Records the first failure and aborts the NCCL communicator. Caller holds call_mu_.
   void fail_locked(ErrorCode code, std::string message) noexcept;

@@ -31,13 +31,6 @@ constexpr const char* kHardwareProviders[] = {"verbs;ofi_rxm", "efa", "cxi", "ps
 
 std::string core_name(const std::string& provider) { return provider.substr(0, provider.find(';')); }
 
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // State character and start time (field 22) of /proc/<pid>/stat; false if gone.
 bool read_stat(long pid, char* state, unsigned long long* start) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -58,10 +51,6 @@ bool read_stat(long pid, char* state, unsigned long long* start) {
 
 ProcessIdentity this_process() {
   ProcessIdentity id;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  // The boot id tells apart two containers or machines that share a hostname.
-  id.host = std::string(host) + "/" + read_first_line("/proc/sys/kernel/random/boot_id");
   char ns[128] = {};
   const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
   id.pidns = n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string();
@@ -72,7 +61,7 @@ ProcessIdentity this_process() {
 }
 
 std::string encode(const ProcessIdentity& id) {
-  std::string s = "host=" + id.host + "\npidns=" + id.pidns + "\npid=" + std::to_string(id.pid) +
+  std::string s = "pidns=" + id.pidns + "\npid=" + std::to_string(id.pid) +
                   "\nstart=" + std::to_string(id.start_ticks) + "\nprovider=" + id.provider + "\nproviders=";
   for (const auto& p : id.providers) s += p + " ";
   return s + "\n";
@@ -89,8 +78,7 @@ ProcessIdentity decode_identity(const std::string& text, int rank) {
       if (eq == std::string::npos) continue;
       const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
       ++fields;
-      if (key == "host") id.host = value;
-      else if (key == "pidns") id.pidns = value;
+      if (key == "pidns") id.pidns = value;
       else if (key == "pid") id.pid = std::stol(value);
       else if (key == "start") id.start_ticks = std::stoull(value);
       else if (key == "provider") id.provider = value;
@@ -102,7 +90,7 @@ ProcessIdentity decode_identity(const std::string& text, int rank) {
   } catch (const std::exception&) {
     fields = -1;
   }
-  if (fields != 6)
+  if (fields != 5)
     throw Error(ErrorCode::store_failure, "ofi transport: rank " + std::to_string(rank) +
                                               " published a malformed identity in the store (is it running the "
                                               "same comm version?)");
@@ -213,7 +201,6 @@ bool OfiTransport::blocking_wait_supported() const {
 }
 
 void OfiTransport::choose_provider() {
-  const auto me = static_cast<std::size_t>(rank_);
   bool one_host = true;
   for (int r = 0; r < size_; ++r) one_host = one_host && same_host_[static_cast<std::size_t>(r)];
 
@@ -251,8 +238,8 @@ void OfiTransport::choose_provider() {
       if (!same_host_[static_cast<std::size_t>(r)])
         throw Error(ErrorCode::invalid_config,
                     "ofi transport: provider shm reaches only processes on this host, but rank " + std::to_string(r) +
-                        " runs on " + procs_[static_cast<std::size_t>(r)].host + " and rank " +
-                        std::to_string(rank_) + " on " + procs_[me].host +
+                        " runs on " + (*peers_)[r].hostname + " and rank " + std::to_string(rank_) + " on " +
+                        (*peers_)[rank_].hostname +
                         "; use a network provider such as tcp;ofi_rxm");
   }
 }

@@ -51,10 +51,14 @@ std::string join(const std::vector<std::string>& v) {
 OfiTransport::OfiTransport(const TransportInit& init)
     : rank_(init.rank),
       size_(init.size),
-      timeout_(init.config ? init.config->timeout : std::chrono::milliseconds(300'000)) {
+      timeout_(init.config ? init.config->timeout : std::chrono::milliseconds(300'000)),
+      peers_(init.peers) {
   if (size_ > 1 && !init.store)
     throw Error(ErrorCode::invalid_argument,
                 "ofi transport: " + std::to_string(size_) + " ranks need a Store to exchange endpoint names");
+  if (!peers_ || peers_->size() != size_)
+    throw Error(ErrorCode::invalid_argument, "ofi transport: TransportInit::peers must describe all " +
+                                                 std::to_string(size_) + " ranks");
   try {
     const std::string requested = init.config ? init.config->ofi_provider : std::string();
     const char* env = std::getenv("FI_PROVIDER");
@@ -89,13 +93,13 @@ OfiTransport::OfiTransport(const TransportInit& init)
     procs_.resize(static_cast<std::size_t>(size_));
     procs_[static_cast<std::size_t>(rank_)] = me;
     if (size_ > 1) {
-      init.store->set("ofi/host/" + std::to_string(rank_), encode(me));
+      init.store->set("ofi/process/" + std::to_string(rank_), encode(me));
       for (int r = 0; r < size_; ++r)
         if (r != rank_)
           procs_[static_cast<std::size_t>(r)] =
-              decode_identity(init.store->get("ofi/host/" + std::to_string(r), timeout_), r);
+              decode_identity(init.store->get("ofi/process/" + std::to_string(r), timeout_), r);
     }
-    for (const auto& p : procs_) same_host_.push_back(p.host == me.host);
+    for (int r = 0; r < size_; ++r) same_host_.push_back(peers_->same_host(rank_, r));
     choose_provider();
     open_endpoint();
     exchange_names(init.store.get());

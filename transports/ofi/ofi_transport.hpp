@@ -41,11 +41,10 @@ struct InfoDeleter {
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
-/// Where a rank runs, as published in the store: ranks with equal `host` share
-/// a machine (and shared memory); equal `pidns` also lets us see each other's
-/// processes, which is how a dead same-host peer is noticed.
+/// A rank's process, as published in the store: same-host ranks (the peer
+/// table says which) with equal `pidns` see each other's processes, which is
+/// how a dead same-host peer is noticed.
 struct ProcessIdentity {
-  std::string host;   ///< hostname + boot id
   std::string pidns;  ///< /proc/self/ns/pid link text
   long pid = 0;
   unsigned long long start_ticks = 0;  ///< field 22 of /proc/<pid>/stat: guards against pid reuse
@@ -158,6 +157,7 @@ class OfiTransport final : public Transport {
   int size_;
   std::chrono::milliseconds timeout_;
   std::vector<ProcessIdentity> procs_;
+  std::shared_ptr<const PeerTable> peers_;
   std::vector<bool> same_host_;
 
   InfoPtr info_;

@@ -53,11 +53,6 @@ LaneClass classify_lane(const std::string& lane) {
   return LaneClass::other;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 std::vector<std::string> parse_lane_names(const std::string& text) {
@@ -122,15 +117,6 @@ LinkInfo classify_link(bool same_host, const std::vector<std::string>& lanes) {
   return LinkInfo{LinkKind::tcp, kTcpAlphaUs, kTcpBetaGbps, detail};
 }
 
-std::string host_identity() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) name[0] = '\0';
-  std::string id = name.data();
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  if (boot && std::getline(boot, boot_id)) id += "/" + trim(boot_id);
-  return id;
-}
 
 bool is_peer_error(ucs_status_t s) noexcept {
   const auto in = [s](ucs_status_t first, ucs_status_t last) { return s <= first && s >= last; };
@@ -140,16 +126,14 @@ bool is_peer_error(ucs_status_t s) noexcept {
          in(UCS_ERR_FIRST_LINK_FAILURE, UCS_ERR_LAST_LINK_FAILURE);
 }
 
-void UcxTransport::connect(const TransportInit& init, const std::string& my_host) {
+void UcxTransport::connect(const TransportInit& init) {
   const auto timeout = init.config ? init.config->timeout : std::chrono::milliseconds(300'000);
   ucp_address_t* address = nullptr;
   std::size_t address_len = 0;
   if (ucs_status_t s = ucp_worker_get_address(worker_, &address, &address_len); s != UCS_OK)
     throw Error(ErrorCode::transport_failure,
                 std::string("ucx transport: ucp_worker_get_address failed: ") + ucs_status_string(s));
-  // Value: host identity, '\n', then the raw worker address.
-  std::string mine = my_host + '\n';
-  mine.append(reinterpret_cast<const char*>(address), address_len);
+  std::string mine(reinterpret_cast<const char*>(address), address_len);
   ucp_worker_release_address(worker_, address);
   init.store->set("ucx/addr/" + std::to_string(rank_), mine);
 
@@ -160,15 +144,12 @@ void UcxTransport::connect(const TransportInit& init, const std::string& my_host
     p.rank = r;
     const std::string value =
         r == rank_ ? mine : init.store->get("ucx/addr/" + std::to_string(r), timeout);
-    const auto nl = value.find('\n');
-    if (nl == std::string::npos || nl + 1 >= value.size())
-      throw Error(ErrorCode::store_failure,
-                  "ucx transport: the store entry ucx/addr/" + std::to_string(r) +
-                      " is not a UCX worker address (" + std::to_string(value.size()) +
-                      " B); is another program using the same store prefix?");
-    p.same_host = value.compare(0, nl, my_host) == 0;
-
-    p.address = value.substr(nl + 1);
+    if (value.empty())
+      throw Error(ErrorCode::store_failure, "ucx transport: the store entry ucx/addr/" + std::to_string(r) +
+                                                " is empty, not a UCX worker address; is another program "
+                                                "using the same store prefix?");
+    p.same_host = init.peers->same_host(rank_, r);
+    p.address = value;
     if (ucs_status_t s = create_endpoint(p, &p.ep); s != UCS_OK)
       throw Error(ErrorCode::transport_failure,
                   "ucx transport: rank " + std::to_string(rank_) + " cannot create an endpoint to rank " +

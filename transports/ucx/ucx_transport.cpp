@@ -95,7 +95,7 @@ UcxTransport::UcxTransport(const TransportInit& init) : rank_(init.rank), size_(
                                              "ranks exchange worker addresses through it");
   try {
     setup();
-    connect(init, host_identity());
+    connect(init);
   } catch (...) {
     shutdown();
     throw;

@@ -116,9 +116,6 @@ LinkInfo classify_link(bool same_host, const std::vector<std::string>& lanes);
 std::vector<std::string> lane_names(ucp_ep_h ep);
 /// Parses the text ucp_ep_print_info writes into the lane names (exposed for tests).
 std::vector<std::string> parse_lane_names(const std::string& print_info);
-/// This machine's identity: hostname plus kernel boot id, so two containers
-/// with the same hostname on different hosts are not taken for one host.
-std::string host_identity();
 
 class UcxTransport final : public Transport {
  public:
@@ -150,7 +147,7 @@ class UcxTransport final : public Transport {
   static void endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   void setup();
-  void connect(const TransportInit& init, const std::string& my_host);
+  void connect(const TransportInit& init);
   void shutdown() noexcept;
   void check_peer(int peer, std::uint64_t tag, const char* what) const;
   void begin_post(Completion& c, int peer, std::uint64_t tag, std::size_t bytes,

@@ -1,0 +1,26 @@
+#pragma once
+// Gathering the peer table at creation (comm/peers.hpp is its public face).
+
+#include <comm/config.hpp>
+#include <comm/peers.hpp>
+#include <comm/store.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace comm::detail {
+
+PeerInfo describe_self(const Config& config);
+std::string serialize_peer(const PeerInfo& p);
+PeerInfo parse_peer(const std::string& text, int from);
+// The table of a one-rank group (no store needed).
+PeerTable self_peer_table(const Config& config);
+// Publishes this rank's entry under "peer/<rank>" of `store` and reads every
+// rank's; the one exchange every transport and the selector rely on.
+PeerTable exchange_peers(Store& store, const Config& config, std::chrono::milliseconds timeout);
+
+// The transport used when none is named: `local` when every rank is a thread
+// of one process, else the best host transport available (ucx, ofi, gloo).
+std::string default_transport(const PeerTable& peers);
+
+}  // namespace comm::detail

@@ -1,0 +1,127 @@
+// The peer table: host identity, hosts as groups of ranks, the exchange, and
+// the default transport it implies.
+
+#include "core/peer_table.hpp"
+#include "local_group.hpp"
+
+#include <comm/comm.hpp>
+#include <doctest/doctest.h>
+
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+using comm::PeerInfo;
+using comm::PeerTable;
+
+namespace {
+
+PeerTable table_of(std::vector<std::pair<std::string, std::int64_t>> host_pid) {
+  PeerTable t;
+  for (auto& [host, pid] : host_pid) {
+    PeerInfo p;
+    p.host = host;
+    p.hostname = "name-of-" + host;
+    p.pid = pid;
+    t.peers.push_back(p);
+  }
+  t.index_hosts();
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("peer table: host identity is stable, one line, and starts with the hostname") {
+  const std::string id = comm::host_identity();
+  CHECK(id == comm::host_identity());
+  CHECK(id.find('\n') == std::string::npos);
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  CHECK(id.rfind(std::string(name) + "|", 0) == 0);
+}
+
+TEST_CASE("peer table: another network namespace is another host") {
+  // Emulated hosts and containers have their own network namespace; ranks in
+  // them cannot meet over this loopback, so they must not count as one host.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    const std::string id = ::unshare(CLONE_NEWNET) == 0 ? comm::host_identity() : std::string("EPERM");
+    const auto n = ::write(fds[1], id.data(), id.size());
+    ::_exit(n == static_cast<ssize_t>(id.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string other;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) other.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  if (other == "EPERM") {
+    MESSAGE("skipped: cannot create a network namespace here (not root?)");
+    return;
+  }
+  const std::string mine = comm::host_identity();
+  CHECK(other != mine);
+  // Same kernel and hostname: only the namespace part differs.
+  CHECK(other.substr(0, other.rfind('|')) == mine.substr(0, mine.rfind('|')));
+}
+
+TEST_CASE("peer table: hosts group ranks in rank order, hosts ordered by their lowest rank") {
+  const PeerTable t = table_of({{"b", 10}, {"a", 11}, {"b", 12}, {"c", 13}, {"a", 14}, {"b", 10}});
+  REQUIRE(t.num_hosts() == 3);
+  CHECK(t.hosts[0] == std::vector<int>{0, 2, 5});
+  CHECK(t.hosts[1] == std::vector<int>{1, 4});
+  CHECK(t.hosts[2] == std::vector<int>{3});
+  CHECK(t[5].host_index == 0);
+  CHECK(t[5].local_rank == 2);
+  CHECK(t[4].local_rank == 1);
+  CHECK(t[3].local_rank == 0);
+  CHECK(t.same_host(0, 5));
+  CHECK_FALSE(t.same_host(0, 1));
+  CHECK(t.same_process(0, 5));   // same host, same pid: threads of one process
+  CHECK_FALSE(t.same_process(0, 2));
+  CHECK(t.host_ranks(4) == std::vector<int>{1, 4});
+  CHECK_FALSE(t.one_process());
+  CHECK(t.describe() ==
+        "host 0 (name-of-b): ranks 0, 2, 5\nhost 1 (name-of-a): ranks 1, 4\nhost 2 (name-of-c): rank 3\n");
+  CHECK(table_of({{"x", 7}, {"x", 7}}).one_process());
+}
+
+TEST_CASE("peer table: entries round-trip through the store format; a malformed one names its rank") {
+  PeerInfo p;
+  p.host = "node7|boot|net:[4026531840]";
+  p.hostname = "node7";
+  p.pid = 123456789012;
+  p.device = 3;
+  const PeerInfo q = comm::detail::parse_peer(comm::detail::serialize_peer(p), 5);
+  CHECK(q.host == p.host);
+  CHECK(q.hostname == p.hostname);
+  CHECK(q.pid == p.pid);
+  CHECK(q.device == 3);
+  try {
+    comm::detail::parse_peer("node7\nnode7\nnot-a-pid\n-1\n", 5);
+    FAIL("a malformed entry was accepted");
+  } catch (const comm::Error& e) {
+    CHECK(std::string(e.what()).find("rank 5") != std::string::npos);
+  }
+}
+
+TEST_CASE("peer table: ranks as threads form one host and one process, and default to local") {
+  comm::test::run_local(4, [](comm::Communicator& c) {
+    const PeerTable& t = c.peers();
+    CHECK(t.size() == 4);
+    CHECK(t.num_hosts() == 1);
+    CHECK(t.one_process());
+    CHECK(t[c.rank()].local_rank == c.rank());
+    CHECK(t[c.rank()].pid == ::getpid());
+    CHECK(c.transport_name() == "local");
+  });
+}
