@@ -18,9 +18,9 @@
 
 namespace comm::algo {
 
-// Tags carried by schedules are below 2^24 (schedule.hpp); the executor puts
-// the operation's sequence number above them.
-inline constexpr std::size_t kTagLimit = std::size_t{1} << 24;
+// Tags carried by schedules are below 2^kScheduleTagBits (schedule.hpp); the
+// core puts the operation's kind, signature and sequence number above them.
+inline constexpr std::size_t kTagLimit = std::size_t{1} << kScheduleTagBits;
 
 // A pipeline never cuts a block into more chunks than this. Beyond ~100
 // chunks the overlap gain is negligible, while schedules (and the cost
@@ -43,7 +43,7 @@ inline int absolute(int rel, int root, int n) { return mod(static_cast<long long
 inline std::uint32_t checked_tag(std::size_t value) {
   if (value >= kTagLimit)
     throw Error(ErrorCode::internal, "algorithm tag " + std::to_string(value) +
-                                         " does not fit in 24 bits; this is a bug in comm's chunk planning");
+                                         " does not fit in the schedule's tag bits; this is a bug in comm's chunk planning");
   return static_cast<std::uint32_t>(value);
 }
 

@@ -16,6 +16,10 @@
 
 namespace comm {
 
+/// Step tags are below 2^kScheduleTagBits; the core puts the operation's
+/// kind, call signature and sequence number above them.
+inline constexpr int kScheduleTagBits = 16;
+
 enum class BufferId : std::uint8_t { input, output, scratch };
 
 /// `count` elements starting at element `offset` of `buffer`.
@@ -37,7 +41,7 @@ using StepId = std::uint32_t;
 struct Step {
   StepKind kind = StepKind::copy;
   int peer = -1;            ///< send/recv only
-  std::uint32_t tag = 0;    ///< send/recv only; < 2^24; unique per (direction, peer) within one schedule
+  std::uint32_t tag = 0;    ///< send/recv only; < 2^kScheduleTagBits; unique per (direction, peer) within one schedule
   Region src;
   Region src2;
   Region dst;

@@ -1,12 +1,14 @@
 #pragma once
-// The communicator's private state and engine: creation (store namespace,
-// transport, link exchange, selector), plans, operation lifecycle, progress,
-// waiting, failure, and the flight recorder. communicator_api.cpp validates
-// the public calls and turns each into a Call.
+// The communicator's private state. communicator.cpp creates it (store
+// namespace, peer table, transport, links, selector, engines) and splits it;
+// operations.cpp runs calls through the engines (numbering, progress,
+// waiting, deadlines, stalls, failure); communicator_api.cpp validates the
+// public calls and turns each into a Call; diag/diagnostics.cpp holds the
+// consistency check and flight-recorder dumps.
 
-#include "algorithms/algorithm.hpp"
-#include "engine/executor.hpp"
 #include "diag/flight_recorder.hpp"
+#include "core/peer_notes.hpp"
+#include "engine/engine.hpp"
 #include "select/selector.hpp"
 
 #include <comm/communicator.hpp>
@@ -14,77 +16,16 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <unordered_map>
 #include <vector>
 
 namespace comm::detail {
 
-using Clock = std::chrono::steady_clock;
-
-// One validated call, transport-independent.
-struct Call {
-  Collective collective = Collective::allreduce;
-  const void* input = nullptr;
-  void* output = nullptr;
-  std::size_t count = 0;      // AlgoArgs::count convention (algorithm.hpp)
-  std::size_t in_bytes = 0;   // whole input buffer
-  std::size_t out_bytes = 0;  // whole output buffer
-  DataType dtype = DataType::f32;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;               // broadcast/reduce root; send/recv peer
-  MemoryKind memory = MemoryKind::host;
-  const CallOptions* options = nullptr;
-  std::span<const std::size_t> send_counts, send_displs, recv_counts, recv_displs;
-  bool internal = false;      // the library's own traffic (consistency check): own tag space
-};
-
 void register_live(const CommunicatorImpl* c);
 void unregister_live(const CommunicatorImpl* c) noexcept;
-
-// Scratch memory reused across operations (page faults on fresh large
-// buffers would otherwise dominate large collectives).
-class ScratchPool {
- public:
-  struct Lease {
-    std::unique_ptr<std::byte[]> data;
-    std::size_t size = 0;
-  };
-  Lease acquire(std::size_t bytes);
-  void release(Lease lease) noexcept;
-
- private:
-  std::vector<Lease> free_;
-};
-
-struct Operation {
-  CommunicatorImpl* comm = nullptr;  // null once the communicator is gone
-  std::uint64_t id = 0;              // this rank's operation number
-  std::uint64_t seq = 0;             // collective sequence number (tag space)
-  Collective collective = Collective::allreduce;
-  std::string_view algorithm;        // points into the selector's names (or a literal)
-  std::size_t bytes = 0;
-  DataType dtype = DataType::f32;
-  ReduceOp op = ReduceOp::sum;
-  int root = -1;
-  Clock::time_point started{}, deadline{};
-  std::chrono::milliseconds timeout{0};
-  std::unique_ptr<Execution> exec;
-  std::vector<std::byte> input_copy;  // snapshot of an input that overlapped the output
-  ScratchPool::Lease scratch;
-  void* avg_data = nullptr;           // divide by world size on success (ReduceOp::avg)
-  std::size_t avg_count = 0;
-  enum class State { running, done, failed } state = State::running;
-  ErrorCode code = ErrorCode::internal;
-  std::string message;
-
-  std::string describe() const;  // "allreduce #42 (ring, 4096 B f32 sum)"
-};
 
 class CommunicatorImpl {
  public:
@@ -116,22 +57,23 @@ class CommunicatorImpl {
 
   // Resolves the algorithm name a call will run (per-call name, override, cost model).
   std::string_view resolve_algorithm(const Call& call);
-  static std::size_t selection_bytes(const Call& call) { return std::max(call.in_bytes, call.out_bytes); }
 
  private:
   CommunicatorImpl() = default;
+  void create_engines();
+  Engine& engine_for(const Call& call, std::string_view algorithm);
   void check_usable() const;
-  std::shared_ptr<const Schedule> plan(const algo::Algorithm& a, const algo::AlgoArgs& args);
+  void check_memory(const Call& call) const;
   bool progress_all();
-  void finish(Operation& op);
   void fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept;
   void check_deadlines(Clock::time_point now);
-  void throw_if_failed(const Operation& op) const;
+  void diagnose_stall(Operation& op);
+  void fail_from_run(Operation& op);
+  void remember_call(const Operation& op);
   void check_consistency(const Call& call, std::string_view algorithm);
   std::shared_ptr<Operation> acquire_operation();
-  std::shared_ptr<Operation> run_native(std::shared_ptr<Operation> op, const Call& call);
-  std::shared_ptr<Operation> run_streamed(std::shared_ptr<Operation> op, const Call& call,
-                                          const algo::Algorithm& a, const algo::AlgoArgs& args);
+  std::shared_ptr<Operation> run_internal(Collective c, const void* in, void* out, std::size_t count,
+                                          DataType dtype);
 
   Config config_;
   int rank_ = 0;
@@ -140,24 +82,29 @@ class CommunicatorImpl {
   std::shared_ptr<Store> store_;
   std::shared_ptr<const PeerTable> peers_;
   std::unique_ptr<Transport> transport_;
-  TransportCaps caps_;
   std::unique_ptr<Selector> selector_;
+  PlanCache plans_;
+  // Created once from what the transport offers; null when not offered.
+  std::unique_ptr<Engine> schedule_engine_;  // host executor or stream engine
+  std::unique_ptr<Engine> native_engine_;
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_internal_seq_ = 0;
   std::uint64_t splits_ = 0;
   std::uint64_t generation_ = 0;  // which communicator of this store this is
   std::vector<std::shared_ptr<Operation>> active_;
-  using PlanKey = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t>;
-  std::map<PlanKey, std::shared_ptr<const Schedule>> plans_;
-  // Most recently used plans, checked before the map: decode loops repeat a few sizes.
-  std::array<std::pair<PlanKey, std::shared_ptr<const Schedule>>, 4> recent_plans_{};
-  std::size_t recent_next_ = 0;
-  // Operations the user no longer holds are reused (with their Execution arrays).
+  // Operations the user no longer holds are reused (with their engine state).
   std::vector<std::shared_ptr<Operation>> operation_pool_;
-  ScratchPool scratch_pool_;
-  void* stream_scratch_ = nullptr;
-  std::size_t stream_scratch_bytes_ = 0;
+  // The last collectives' signatures, published when a call stalls so that
+  // mismatched calls are named (see diagnose_stall).
+  struct RecentCall {
+    bool used = false;
+    std::uint64_t signature = 0;
+    Operation call;  // its numbers and arguments only (no engine state)
+  };
+  std::array<RecentCall, 16> recent_calls_{};
+  std::unique_ptr<StallProbe> stall_probe_;  // of the operation being waited for
+  std::chrono::milliseconds stall_after_{1000};
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;

@@ -20,6 +20,7 @@ void Execution::start(std::shared_ptr<const Schedule> schedule, ExecBuffers buff
   completed_ = 0;
   failed_ = false;
   error_message_.clear();
+  error_peer_ = -1;
   if (total_ > completions_capacity_) {
     completions_ = std::make_unique<Completion[]>(total_);
     completions_capacity_ = total_;
@@ -81,11 +82,12 @@ void Execution::post(StepId s) {
   in_flight_.push_back(s);
 }
 
-void Execution::fail(ErrorCode code, std::string message) {
+void Execution::fail(ErrorCode code, std::string message, int peer) {
   if (failed_) return;
   failed_ = true;
   error_code_ = code;
   error_message_ = std::move(message);
+  error_peer_ = peer;
   cancel();
 }
 
@@ -114,15 +116,16 @@ bool Execution::advance() {
       }
       in_flight_[i] = in_flight_.back();
       in_flight_.pop_back();
+      const Step& st = schedule_->steps[s];
       if (state == Completion::failed) {
-        fail(c.code, c.message);
+        fail(c.code, c.message, st.peer);
         return completed_ != before;
       }
-      const Step& st = schedule_->steps[s];
       if (st.kind == StepKind::recv && c.bytes != st.dst.count * esize_) {
         fail(ErrorCode::mismatch, "rank " + std::to_string(st.peer) + " sent " + std::to_string(c.bytes) +
                                       " B, this rank expected " + std::to_string(st.dst.count * esize_) +
-                                      " B (counts differ across ranks)");
+                                      " B (counts differ across ranks)",
+             st.peer);
         return completed_ != before;
       }
       finish_step(s);

@@ -40,6 +40,8 @@ class Execution {
   bool failed() const noexcept { return failed_; }
   ErrorCode error_code() const noexcept { return error_code_; }
   const std::string& error_message() const noexcept { return error_message_; }
+  // The peer whose message or connection failed the execution; -1 if none.
+  int error_peer() const noexcept { return error_peer_; }
   // Withdraws every posted send/receive (the transport stops touching buffers).
   void cancel() noexcept;
 
@@ -52,7 +54,7 @@ class Execution {
   void run_local_step(StepId s);
   void post(StepId s);
   void finish_step(StepId s);
-  void fail(ErrorCode code, std::string message);
+  void fail(ErrorCode code, std::string message, int peer);
   std::byte* address(const Region& r) const;
 
   std::shared_ptr<const Schedule> schedule_;
@@ -72,6 +74,7 @@ class Execution {
   bool failed_ = false;
   ErrorCode error_code_ = ErrorCode::internal;
   std::string error_message_;
+  int error_peer_ = -1;
 };
 
 }  // namespace comm

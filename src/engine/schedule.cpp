@@ -63,9 +63,9 @@ Schedule ScheduleBuilder::finish() && {
   const std::size_t n = steps_.size();
   for (std::size_t i = 0; i < n; ++i) {
     const Step& s = steps_[i];
-    if ((s.kind == StepKind::send || s.kind == StepKind::recv) && s.tag >= (1u << 24))
+    if ((s.kind == StepKind::send || s.kind == StepKind::recv) && s.tag >= (1u << kScheduleTagBits))
       throw Error(ErrorCode::internal, "schedule step " + std::to_string(i) + " has tag " +
-                                           std::to_string(s.tag) + " >= 2^24");
+                                           std::to_string(s.tag) + " >= 2^" + std::to_string(kScheduleTagBits));
   }
   out.dependents_begin.assign(n + 1, 0);
   for (StepId d : deps_) out.dependents_begin[d + 1]++;

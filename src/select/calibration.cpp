@@ -1,7 +1,8 @@
 #include "select/calibration.hpp"
 
-#include "util/log.hpp"
+#include "engine/progress.hpp"
 #include "engine/reduce_kernels.hpp"
+#include "util/log.hpp"
 
 #include <comm/error.hpp>
 #include <comm/types.hpp>
@@ -44,8 +45,6 @@ constexpr int kBigWarmup = 2;
 // development VM (UCX shm, 2 ranks) all-reduce time per byte is flat up to 2
 // MiB and 1.5-1.9x higher from 8 MiB on, for every algorithm.
 constexpr std::size_t kCacheBytes = std::size_t{4} << 20;
-// Longest single transport wait before re-checking the deadline.
-constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 
 // The lower quartile: on a quiet machine it is within a few percent of the
 // median, and when other processes share the cores it still reflects what
@@ -57,26 +56,26 @@ double lower_quartile(std::vector<double> v) {
 
 double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-// Drives `t` until every completion is done; the same progress-then-wait loop
-// the communicator uses, so the measured latency is the one collectives see.
-// poll_only: never sleep in t.wait() (warm-up; see exchange_us).
+// Drives `t` until every completion is done, through the communicator's own
+// progress loop (engine/progress.hpp), so the measured latency is the one
+// collectives see. poll_only: never sleep in t.wait() (warm-up; see exchange_us).
 void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clock::time_point deadline,
               std::chrono::milliseconds timeout, bool poll_only) {
-  auto pending = [&] {
-    return std::any_of(cs.begin(), cs.end(), [](const Completion* c) { return c->is_pending(); });
+  const auto done = [&] {
+    return std::none_of(cs.begin(), cs.end(), [](const Completion* c) { return c->is_pending(); });
   };
-  while (pending()) {
-    if (t.progress()) continue;
-    if (!pending()) break;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      for (Completion* c : cs)
-        if (c->is_pending()) t.cancel(*c);
-      throw Error(ErrorCode::timeout, "calibration: no answer from rank " + std::to_string(peer) + " within " +
-                                          std::to_string(timeout.count()) +
-                                          " ms during the link exchange (is that rank alive and calibrating too?)");
-    }
-    if (!poll_only) t.wait(std::min(deadline, now + kWaitSlice));
+  const bool finished = detail::progress_until(
+      done, [&] { return t.progress(); },
+      [&](Clock::time_point until) {
+        if (!poll_only) t.wait(until);
+      },
+      deadline);
+  if (!finished) {
+    for (Completion* c : cs)
+      if (c->is_pending()) t.cancel(*c);
+    throw Error(ErrorCode::timeout, "calibration: no answer from rank " + std::to_string(peer) + " within " +
+                                        std::to_string(timeout.count()) +
+                                        " ms during the link exchange (is that rank alive and calibrating too?)");
   }
   for (const Completion* c : cs)
     if (c->state.load(std::memory_order_acquire) == Completion::failed)

@@ -24,6 +24,7 @@
 // select identically). Costs about 100-150 ms with shared memory or TCP on
 // the development VM, half of it touching the large-data buffers.
 
+#include "engine/tags.hpp"
 #include "select/cost_model.hpp"
 
 #include <comm/store.hpp>
@@ -36,9 +37,8 @@
 
 namespace comm {
 
-// Tag kind reserved for calibration (bits 46-47 == 3); collectives and
-// point-to-point traffic use kinds 1 and 2, so nothing can match these.
-inline constexpr std::uint64_t kCalibrationTag = std::uint64_t{3} << 46;
+// Calibration's own tag kind (engine/tags.hpp): nothing else can match it.
+inline constexpr std::uint64_t kCalibrationTag = detail::tag_kind(detail::TagKind::calibration);
 
 // Collective over all `size` ranks (each calls it once, in the same order
 // relative to other store/transport use): measures and overwrites alpha/beta

@@ -50,7 +50,8 @@ struct Ready {
 double transfer_us(double bytes, double gbps) { return bytes / (std::max(gbps, 1e-12) * 1e3); }
 
 // (receiver, sender, tag) in one integer: 20 bits per rank, 24 for the tag
-// (schedule tags are < 2^24); groups are far smaller than 2^20 ranks.
+// (schedule tags are < 2^kScheduleTagBits <= 2^24); groups are far smaller than 2^20 ranks.
+static_assert(kScheduleTagBits <= 24);
 std::uint64_t match_key(int receiver, int sender, std::uint32_t tag) {
   return (static_cast<std::uint64_t>(receiver) << 44) | (static_cast<std::uint64_t>(sender) << 24) | tag;
 }
@@ -201,6 +202,16 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
                                          " of " + std::to_string(total) +
                                          " steps never ran: a receive without a matching send, or a cycle)");
   return compute.op_overhead_us + end;
+}
+
+ComputeParams default_compute(const TransportCaps& caps) {
+  ComputeParams compute{};
+  if (caps.cuda_memory && !caps.host_memory) {
+    compute.reduce_gbps = 1000;
+    compute.copy_gbps = 1000;
+    compute.step_overhead_us = 4;
+  }
+  return compute;
 }
 
 }  // namespace comm

@@ -33,6 +33,11 @@ struct LinkMatrix {
 // Local compute costs (public as comm::ComputeModel for planning tools).
 using ComputeParams = ComputeModel;
 
+// The compute costs to start from before calibration or a tuning file: the
+// host defaults, or for transports that move only device memory, device-side
+// reductions and copies at HBM speed with about one kernel launch per step.
+ComputeParams default_compute(const TransportCaps& caps);
+
 // Predicted time in microseconds of `algorithm` for `args` (args.rank ignored).
 double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args,
                   const LinkMatrix& links, const ComputeParams& compute);

@@ -509,7 +509,7 @@ TEST_CASE("schedules: the registry lists the required algorithms under unique na
   CHECK(algo::find_algorithm(Collective::barrier, "ring") == nullptr);
 }
 
-TEST_CASE("schedules: tiny chunks give many chunks, tags stay below 2^24") {
+TEST_CASE("schedules: tiny chunks give many chunks, tags stay below 2^kScheduleTagBits") {
   // n=16, a large count and chunk 1: the chunk planner must cap the chunk
   // count so that schedules stay small and tags fit (finish() checks tags).
   const algo::Algorithm* ring = algo::find_algorithm(Collective::allreduce, "ring");
@@ -524,7 +524,7 @@ TEST_CASE("schedules: tiny chunks give many chunks, tags stay below 2^24") {
   const Schedule s = std::move(b).finish();
   std::size_t sends = 0;
   for (const Step& st : s.steps) {
-    CHECK(st.tag < (1u << 24));
+    CHECK(st.tag < (1u << comm::kScheduleTagBits));
     sends += st.kind == StepKind::send;
   }
   CHECK(sends > 2 * 15);           // more than one chunk per step

@@ -1,0 +1,309 @@
+// Operations: a call is checked, numbered and handed to its engine; running
+// operations are advanced, waited for, timed out, diagnosed when they stall,
+// and failed — in one place for every engine.
+
+#include "core/communicator_impl.hpp"
+#include "engine/progress.hpp"
+#include "engine/tags.hpp"
+#include "util/log.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace comm::detail {
+namespace {
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+const CallOptions kDefaultOptions{};
+
+}  // namespace
+
+void CommunicatorImpl::check_usable() const {
+  if (aborted_.load(std::memory_order_acquire) || failed()) {
+    std::lock_guard lk(failure_mu_);
+    throw Error(ErrorCode::communicator_failed,
+                "communicator (rank " + std::to_string(rank_) + ") has failed: " +
+                    (first_error_.empty() ? std::string("it was aborted") : first_error_) +
+                    "; create a new communicator");
+  }
+}
+
+void CommunicatorImpl::check_memory(const Call& call) const {
+  const TransportCaps caps = transport_->caps();
+  if (call.memory == MemoryKind::cuda && !caps.cuda_memory)
+    throw Error(ErrorCode::unsupported, std::string(to_string(call.collective)) +
+                                            ": a CUDA device buffer was given to transport '" + config_.transport +
+                                            "', which can only move host memory; use COMM_TRANSPORT=nccl or host buffers");
+  if (call.memory == MemoryKind::host && !caps.host_memory)
+    throw Error(ErrorCode::unsupported, std::string(to_string(call.collective)) +
+                                            ": a host buffer was given to transport '" + config_.transport +
+                                            "', which moves only CUDA device memory; pass device buffers");
+}
+
+std::string_view CommunicatorImpl::resolve_algorithm(const Call& call) {
+  const std::string_view asked = call.options ? std::string_view(call.options->algorithm) : std::string_view{};
+  if (!asked.empty() && asked != "auto") {
+    const auto& names = selector_->names(call.collective);
+    const auto it = std::find(names.begin(), names.end(), asked);
+    if (it == names.end()) {
+      std::string valid;
+      for (auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+      throw Error(ErrorCode::unknown_algorithm, std::string(to_string(call.collective)) + ": no algorithm '" +
+                                                    std::string(asked) + "' on transport '" + config_.transport +
+                                                    "' (valid: " + valid + ")");
+    }
+    return *it;
+  }
+  return selector_->choose(call.collective, call.bytes());
+}
+
+std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
+  check_usable();
+  check_memory(call);
+  std::string_view algorithm = call.p2p() ? std::string_view("p2p") : resolve_algorithm(call);
+  Engine& engine = engine_for(call, algorithm);
+  if (call.p2p() && &engine == native_engine_.get()) algorithm = "native";
+  engine.check(call, algorithm);
+  if (config_.check && !call.internal && !call.p2p()) check_consistency(call, algorithm);
+
+  // Only now, with every usage check passed, does the operation get numbers:
+  // every rank numbers the same calls, or their tags would diverge.
+  auto op = acquire_operation();
+  op->collective = call.collective;
+  op->algorithm = algorithm;
+  op->dtype = call.dtype;
+  op->op = call.op;
+  op->root = call.root;
+  op->bytes = call.bytes();
+  op->timeout = call.options && call.options->timeout.count() > 0 ? call.options->timeout : config_.timeout;
+  op->engine = &engine;
+  op->id = next_id_++;
+  op->seq = call.p2p() ? 0 : call.internal ? next_internal_seq_++ : next_seq_++;
+  op->signature = call.p2p() ? 0 : call_signature(call.collective, call.dtype, call.op, call.root);
+  op->started = Clock::now();
+  op->deadline = op->started + op->timeout;
+  recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
+                    OpState::posted, 0, 0, recorder_.now_us(), -1, {}});
+  if (!call.p2p() && !call.internal) remember_call(*op);
+
+  try {
+    engine.start(*op, call);
+  } catch (const Error& e) {
+    op->state = Operation::State::failed;
+    op->code = e.code();
+    op->message = op->describe() + ": " + e.what();
+    recorder_.update(op->id, OpState::failed, 0, 1, op->message);
+    if (!e.is_usage()) fail_all(e.code(), op->message, op.get());
+    throw Error(op->code, op->message);
+  }
+  if (op->state == Operation::State::done) {
+    recorder_.update(op->id, OpState::done, 1, 1);
+    return op;
+  }
+  active_.push_back(op);
+  progress_all();
+  return op;
+}
+
+std::shared_ptr<Operation> CommunicatorImpl::run_internal(Collective c, const void* in, void* out,
+                                                          std::size_t count, DataType dtype) {
+  Call call;
+  call.collective = c;
+  call.input = in;
+  call.output = out;
+  call.count = count;
+  call.in_bytes = in ? count * dtype_size(dtype) : 0;
+  call.out_bytes = out ? (c == Collective::allgather ? count * static_cast<std::size_t>(size_) : count) *
+                             dtype_size(dtype)
+                       : 0;
+  call.dtype = dtype;
+  call.options = &kDefaultOptions;
+  call.internal = true;
+  return start(call);
+}
+
+std::shared_ptr<Operation> CommunicatorImpl::acquire_operation() {
+  // Only the pool holds it: neither the user (Work) nor active_ does.
+  for (auto& pooled : operation_pool_)
+    if (pooled.use_count() == 1) {
+      Operation& op = *pooled;
+      op.state = Operation::State::running;
+      op.stall_checked = false;
+      op.message.clear();
+      return pooled;
+    }
+  auto op = std::make_shared<Operation>();
+  op->comm = this;
+  constexpr std::size_t kPoolSize = 8;
+  if (operation_pool_.size() < kPoolSize) operation_pool_.push_back(op);
+  return op;
+}
+
+bool CommunicatorImpl::progress_all() {
+  bool moved = transport_->progress();
+  for (std::size_t i = 0; i < active_.size();) {
+    Operation& op = *active_[i];
+    moved = op.run->advance() || moved;
+    if (op.run->failed()) {
+      fail_from_run(op);
+      return true;
+    }
+    if (op.run->done()) {
+      op.state = Operation::State::done;
+      recorder_.update(op.id, OpState::done, op.run->steps_done(), op.run->steps_total());
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      moved = true;
+      continue;
+    }
+    ++i;
+  }
+  return moved;
+}
+
+void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept {
+  {
+    std::lock_guard lk(failure_mu_);
+    if (first_error_.empty()) first_error_ = message;
+  }
+  const bool first = !failed_.exchange(true, std::memory_order_acq_rel);
+  COMM_WARN(message);
+  // Before anything is cancelled (which may close connections), so that the
+  // peers that see them close can quote why.
+  if (first) publish_failure(store_, rank_, code, message);
+  for (auto& op : active_) {
+    if (op->run) op->run->cancel();
+    if (op->state != Operation::State::running) continue;
+    op->state = Operation::State::failed;
+    if (op.get() == culprit) {
+      op->code = code;
+      op->message = message;
+    } else {
+      op->code = code == ErrorCode::aborted ? code : ErrorCode::communicator_failed;
+      op->message = op->describe() + " failed because " + message;
+    }
+    recorder_.update(op->id, OpState::failed, op->run ? op->run->steps_done() : 0,
+                     op->run ? op->run->steps_total() : 0, op->message);
+  }
+  active_.clear();
+  if (first && !config_.dump_dir.empty()) dump_flight_recorder(std::string(to_string(code)));
+}
+
+void CommunicatorImpl::check_deadlines(Clock::time_point now) {
+  for (auto& op : active_) {
+    if (now < op->deadline) continue;
+    const auto peers = op->run->waiting_on();
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(op->timeout).count());
+    std::string msg = op->describe() + " timed out after " + secs + " s on rank " + std::to_string(rank_) +
+                      " at step " + std::to_string(op->run->steps_done()) + " of " +
+                      std::to_string(op->run->steps_total());
+    if (!peers.empty()) msg += "; still waiting on rank(s) " + join_ranks(peers);
+    msg += " (raise COMM_TIMEOUT if the peers are merely slow)";
+    fail_all(ErrorCode::timeout, msg, op.get());
+    return;
+  }
+}
+
+void CommunicatorImpl::remember_call(const Operation& op) {
+  RecentCall& r = recent_calls_[op.seq % recent_calls_.size()];
+  r.used = true;
+  r.signature = op.signature;
+  Operation& c = r.call;
+  c.seq = op.seq;
+  c.collective = op.collective;
+  c.algorithm = op.algorithm;
+  c.bytes = op.bytes;
+  c.dtype = op.dtype;
+  c.op = op.op;
+  c.root = op.root;
+}
+
+// A collective waiting longer than stall_after_ may be waiting for messages
+// that can never match: the other rank called something else (the call
+// signature is part of every tag, engine/tags.hpp). A background probe
+// publishes this rank's recent calls and compares them with what the ranks
+// it waits on published (core/peer_notes.hpp); a different signature for the
+// same collective number fails the communicator naming both calls.
+void CommunicatorImpl::diagnose_stall(Operation& op) {
+  if (op.collective == Collective::send || op.collective == Collective::recv || !op.run) return;
+  if (!op.stall_checked) {
+    op.stall_checked = true;
+    std::vector<CallNote> notes;
+    for (const RecentCall& r : recent_calls_)
+      if (r.used) notes.push_back({r.call.seq, r.signature, r.call.describe()});
+    stall_probe_ = std::make_unique<StallProbe>(store_, rank_, std::move(notes), op.run->waiting_on(), op.seq,
+                                                op.signature);
+    return;
+  }
+  if (!stall_probe_) return;
+  if (const auto theirs = stall_probe_->mismatch())
+    fail_all(ErrorCode::mismatch,
+             op.describe() + " on rank " + std::to_string(rank_) + " does not match " + *theirs +
+                 "; every rank must make the same collective calls (collective, dtype, op and root) in the same order",
+             &op);
+}
+
+// An operation failed because of `peer` (its connection closed, a message
+// failed): if the peer failed first and said why, that is the error.
+void CommunicatorImpl::fail_from_run(Operation& op) {
+  ErrorCode code = op.run->error_code();
+  std::string message = op.describe() + ": " + op.run->error_message();
+  const int peer = op.run->error_peer();
+  if (peer >= 0 && peer != rank_ && code != ErrorCode::mismatch)
+    if (auto why = peer_failure(store_, peer, std::chrono::milliseconds(300))) {
+      code = why->code;
+      message = op.describe() + " failed because rank " + std::to_string(peer) + " failed first: " + why->message;
+    }
+  fail_all(code, message, &op);
+}
+
+bool CommunicatorImpl::test(Operation& op) {
+  if (op.state == Operation::State::running) {
+    if (aborted_.load(std::memory_order_acquire))
+      fail_all(ErrorCode::aborted, "communicator aborted by Communicator::abort()", nullptr);
+    else {
+      progress_all();
+      if (op.state == Operation::State::running) check_deadlines(Clock::now());
+    }
+  }
+  if (op.state == Operation::State::failed) throw Error(op.code, op.message);
+  return op.state == Operation::State::done;
+}
+
+bool CommunicatorImpl::wait(Operation& op, std::optional<Clock::time_point> limit) {
+  const auto running = [&] { return op.state == Operation::State::running; };
+  // Nothing moved: check abort, deadlines and stalls, then sleep in the engine.
+  const auto idle = [&](Clock::time_point until) {
+    if (aborted_.load(std::memory_order_acquire)) {
+      fail_all(ErrorCode::aborted, "communicator aborted by Communicator::abort()", nullptr);
+      return;
+    }
+    const auto now = Clock::now();
+    check_deadlines(now);
+    if (running() && now - op.started >= stall_after_) diagnose_stall(op);
+    if (!running()) return;
+    // About to sleep: record how far each operation got, for flight-recorder
+    // dumps (kept off the busy path, where it would cost a lock per poll).
+    for (auto& a : active_) recorder_.update(a->id, OpState::posted, a->run->steps_done(), a->run->steps_total());
+    op.engine->wait(std::min(until, op.deadline));
+  };
+  const bool finished = progress_until([&] { return !running(); }, [&] { return progress_all(); }, idle,
+                                       limit.value_or(Clock::time_point::max()));
+  if (!running()) stall_probe_.reset();
+  if (op.state == Operation::State::failed) throw Error(op.code, op.message);
+  return finished;
+}
+
+void CommunicatorImpl::abort() noexcept {
+  aborted_.store(true, std::memory_order_release);
+  if (schedule_engine_) schedule_engine_->interrupt();
+  if (native_engine_) native_engine_->interrupt();
+  if (transport_) transport_->interrupt();
+}
+
+}  // namespace comm::detail

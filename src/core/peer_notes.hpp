@@ -1,0 +1,70 @@
+#pragma once
+// Notes ranks leave each other in the communicator's store when something
+// goes wrong, so that every rank can say what really happened:
+//
+// - a rank that fails publishes why ("failed/<rank>"); a rank that then sees
+//   that peer close its connections quotes the reason instead of blaming the
+//   connection;
+// - a rank whose collective stalls publishes its recent calls
+//   ("stall/<rank>") and compares them with what the ranks it waits on
+//   published: a different call signature for the same collective number is
+//   a mismatch, named with both calls.
+//
+// The store may live in a rank that is frozen or dead, and a store call can
+// then block for tens of seconds; none of this may delay a timeout or an
+// error. So every store access runs on a detached thread that holds its own
+// reference to the store, and callers only ever wait for it within a small
+// budget (or not at all).
+
+#include <comm/error.hpp>
+#include <comm/store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace comm::detail {
+
+struct PeerFailure {
+  ErrorCode code = ErrorCode::internal;
+  std::string message;
+};
+
+// Publishes this rank's failure (fire and forget).
+void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message);
+// What `peer` published about its own failure, waiting for the note at most
+// `budget` (it may be on its way); nullopt when none arrived.
+std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget);
+
+// One recent collective call, as published on a stall.
+struct CallNote {
+  std::uint64_t seq = 0;
+  std::uint64_t signature = 0;
+  std::string description;
+};
+
+// The stall diagnosis of one waiting collective, running in the background.
+class StallProbe {
+ public:
+  // Publishes `mine` under stall/<rank>, then reads stall/<p> of every rank in
+  // `peers` every 50 ms, looking for collective `seq` with another signature.
+  StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
+             std::uint64_t seq, std::uint64_t signature);
+  ~StallProbe();  // stops the probe (the thread ends by itself)
+  StallProbe(const StallProbe&) = delete;
+  StallProbe& operator=(const StallProbe&) = delete;
+
+  // Non-blocking: the mismatch found so far, as "rank P's call: <description>".
+  std::optional<std::string> mismatch() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace comm::detail

@@ -1,0 +1,64 @@
+// The native engine: a transport's own collectives (Gloo's, NCCL's), and
+// send/recv of stream-ordered transports. Host transports return when the
+// collective completed, stream-ordered ones when it is enqueued.
+
+#include "engine/engine.hpp"
+
+#include <string>
+
+namespace comm::detail {
+namespace {
+
+class NativeEngine final : public Engine {
+ public:
+  NativeEngine(Transport& t, NativeCollectives& native) : transport_(t), native_(native) {}
+
+  std::string_view name() const noexcept override { return "native"; }
+
+  void check(const Call& call, std::string_view algorithm) const override {
+    std::string why;
+    if (!native_.supports(args(call, std::chrono::milliseconds{0}, 0), algorithm, &why))
+      throw Error(ErrorCode::unsupported, std::string(to_string(call.collective)) + " (" + std::string(algorithm) +
+                                              " on transport '" + std::string(transport_.name()) + "'): " + why);
+  }
+
+  void start(Operation& op, const Call& call) override {
+    native_.run(args(call, op.timeout, op.seq), op.algorithm);
+    op.state = Operation::State::done;
+  }
+
+  void wait(Clock::time_point until) override { transport_.wait(until); }
+  void interrupt() noexcept override { transport_.interrupt(); }
+
+ private:
+  static CollectiveArgs args(const Call& call, std::chrono::milliseconds timeout, std::uint64_t seq) {
+    CollectiveArgs a;
+    a.collective = call.collective;
+    a.send = call.input;
+    a.recv = call.output;
+    a.count = call.count;
+    a.dtype = call.dtype;
+    a.op = call.op;
+    a.root = call.root;
+    a.send_counts = call.send_counts.empty() ? nullptr : call.send_counts.data();
+    a.send_displs = call.send_displs.empty() ? nullptr : call.send_displs.data();
+    a.recv_counts = call.recv_counts.empty() ? nullptr : call.recv_counts.data();
+    a.recv_displs = call.recv_displs.empty() ? nullptr : call.recv_displs.data();
+    a.memory = call.memory;
+    a.stream = call.options ? call.options->stream : nullptr;
+    a.timeout = timeout;
+    a.sequence = seq;
+    return a;
+  }
+
+  Transport& transport_;
+  NativeCollectives& native_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_native_engine(Transport& t, NativeCollectives& native) {
+  return std::make_unique<NativeEngine>(t, native);
+}
+
+}  // namespace comm::detail
