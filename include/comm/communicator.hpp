@@ -40,13 +40,14 @@ namespace comm {
 namespace detail {
 class CommunicatorImpl;
 struct Operation;
+struct Access;  // this repository's tools and tests reach the internals through it
 }  // namespace detail
 
 /// Per-call options. Defaults mean "use the communicator's configuration".
 struct CallOptions {
-  /// Algorithm by name ("ring", "direct", "native", ...); "" = automatic
-  /// selection (override string, then cost model). Beats COMM_ALGO.
-  std::string_view algorithm{};
+  /// Algorithm by name ("ring", "direct", "native", ...); "" or "auto" =
+  /// automatic selection (override string, then cost model). Beats COMM_ALGO.
+  std::string algorithm;
   /// Operation timeout; 0 = Config::timeout.
   std::chrono::milliseconds timeout{0};
   /// send/recv only: messages match on (peer, tag) in posting order.
@@ -134,6 +135,11 @@ class COMM_API Communicator {
                    std::span<const std::size_t> send_displs, View out,
                    std::span<const std::size_t> recv_counts,
                    std::span<const std::size_t> recv_displs, const CallOptions& opts = {});
+  /// Sends buffer to `peer`; messages between two ranks match on
+  /// CallOptions::tag in posting order. Returns when the buffer may be reused:
+  /// depending on the transport and the size that is before the receiver
+  /// posted its receive (eager) or only once it has (rendezvous), so never
+  /// rely on either — an unmatched send may wait until the timeout.
   void send(ConstView buffer, int peer, const CallOptions& opts = {});
   /// Receives exactly buffer.count elements (a different size is an error naming both).
   void recv(View buffer, int peer, const CallOptions& opts = {});
@@ -146,6 +152,10 @@ class COMM_API Communicator {
   Work ibroadcast(View buffer, int root, const CallOptions& opts = {});
   Work ireduce(ConstView in, View out, ReduceOp op, int root, const CallOptions& opts = {});
   Work iall_to_all(ConstView in, View out, const CallOptions& opts = {});
+  /// The four arrays are read during the call only; the buffers must outlive the Work.
+  Work iall_to_allv(ConstView in, std::span<const std::size_t> send_counts, std::span<const std::size_t> send_displs,
+                    View out, std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                    const CallOptions& opts = {});
   Work isend(ConstView buffer, int peer, const CallOptions& opts = {});
   Work irecv(View buffer, int peer, const CallOptions& opts = {});
   Work ibarrier(const CallOptions& opts = {});
@@ -176,11 +186,11 @@ class COMM_API Communicator {
   std::vector<std::string> algorithms(Collective c) const;
   /// The last operations of this rank as JSON (flight recorder).
   std::string flight_recorder_json() const;
-  /// Internal handle (tools and tests in this repository).
-  detail::CommunicatorImpl& impl() const;
 
  private:
+  friend struct detail::Access;
   explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) noexcept;
+  detail::CommunicatorImpl& impl() const;
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };
 

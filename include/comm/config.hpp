@@ -23,11 +23,14 @@
 ///   COMM_TUNING_FILE  JSON tuning file: loaded if present; written after calibration
 ///   COMM_CHECK        1 to check collective consistency across ranks before data moves
 ///   COMM_DEVICE       CUDA device ordinal (NCCL transport; default: local rank)
-///   COMM_OFI_PROVIDER libfabric provider, e.g. "tcp;ofi_rxm" or "shm" (default: automatic)
 ///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
 ///   COMM_FLIGHT_RECORDER  number of operations each rank remembers (default 256)
 ///   COMM_DUMP_DIR     where flight-recorder dumps go (comm-flight-<rank>.json; on timeout, failure
 ///                     and SIGUSR1); default: written to stderr only on SIGUSR1
+///
+/// Transport settings belong to their transport (its README lists them):
+/// Config::transport_options["<transport>.<setting>"], else the variable
+/// COMM_<TRANSPORT>_<SETTING> (e.g. "ofi.provider" / COMM_OFI_PROVIDER).
 /// Unparseable values throw comm::Error(invalid_config) naming the variable.
 
 #include <comm/export.hpp>
@@ -36,6 +39,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace comm {
 
@@ -61,12 +65,19 @@ struct COMM_API Config {
   std::string tuning_file;
   bool check = false;
   int device = -1;
-  std::string ofi_provider;
   std::string iface;
   std::size_t flight_recorder_size = 256;
   std::string dump_dir;
-  /// Free-form transport-specific settings ("key" -> "value"), for plugins.
+  /// Settings owned by transports, keyed "<transport>.<setting>" (e.g.
+  /// "ofi.provider"); see transport_option().
   std::map<std::string, std::string> transport_options;
+
+  /// A transport's setting: transport_options["<transport>.<setting>"] if
+  /// present, else the environment variable COMM_<TRANSPORT>_<SETTING>
+  /// (upper case), else "".
+  std::string transport_option(std::string_view transport, std::string_view setting) const;
+  /// The name of the environment variable transport_option() reads, for messages.
+  static std::string transport_option_variable(std::string_view transport, std::string_view setting);
 
   /// Reads the variables listed above on top of the defaults.
   static Config from_env();

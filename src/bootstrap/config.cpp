@@ -179,13 +179,29 @@ Config Config::from_env() {
   if (auto f = env("COMM_CHECK")) c.check = parse_bool(Found{"COMM_CHECK", *f});
   if (auto f = env("COMM_DEVICE"))
     c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
-  if (auto f = env("COMM_OFI_PROVIDER")) c.ofi_provider = std::string(*f);
   if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);
   if (auto f = env("COMM_DUMP_DIR")) c.dump_dir = std::string(*f);
   if (auto f = env("COMM_FLIGHT_RECORDER"))
     c.flight_recorder_size =
         static_cast<std::size_t>(parse_int(Found{"COMM_FLIGHT_RECORDER", *f}, 0, 1 << 20));
   return c;
+}
+
+std::string Config::transport_option_variable(std::string_view transport, std::string_view setting) {
+  std::string var = "COMM_";
+  for (char ch : transport) var += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  var += '_';
+  for (char ch : setting) var += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return var;
+}
+
+std::string Config::transport_option(std::string_view transport, std::string_view setting) const {
+  std::string key(transport);
+  key += '.';
+  key += setting;
+  if (auto it = transport_options.find(key); it != transport_options.end()) return it->second;
+  const char* value = std::getenv(transport_option_variable(transport, setting).c_str());
+  return value ? std::string(value) : std::string();
 }
 
 }  // namespace comm

@@ -217,10 +217,10 @@ Work Communicator::iall_to_all(ConstView in, View out, const CallOptions& opts) 
   return Work(impl().start(call));
 }
 
-void Communicator::all_to_allv(ConstView in, std::span<const std::size_t> send_counts,
-                               std::span<const std::size_t> send_displs, View out,
-                               std::span<const std::size_t> recv_counts,
-                               std::span<const std::size_t> recv_displs, const CallOptions& opts) {
+Work Communicator::iall_to_allv(ConstView in, std::span<const std::size_t> send_counts,
+                                std::span<const std::size_t> send_displs, View out,
+                                std::span<const std::size_t> recv_counts,
+                                std::span<const std::size_t> recv_displs, const CallOptions& opts) {
   const Collective c = Collective::all_to_allv;
   Call call = make_call(c, in, out, opts);
   check_same(c, in, out);
@@ -244,7 +244,7 @@ void Communicator::all_to_allv(ConstView in, std::span<const std::size_t> send_c
   call.send_displs = send_displs;
   call.recv_counts = recv_counts;
   call.recv_displs = recv_displs;
-  Work(impl().start(call)).wait();
+  return Work(impl().start(call));
 }
 
 Work Communicator::isend(ConstView buffer, int peer, const CallOptions& opts) {
@@ -285,6 +285,12 @@ void Communicator::reduce(ConstView in, View out, ReduceOp op, int root, const C
   ireduce(in, out, op, root, opts).wait();
 }
 void Communicator::all_to_all(ConstView in, View out, const CallOptions& opts) { iall_to_all(in, out, opts).wait(); }
+void Communicator::all_to_allv(ConstView in, std::span<const std::size_t> send_counts,
+                               std::span<const std::size_t> send_displs, View out,
+                               std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                               const CallOptions& opts) {
+  iall_to_allv(in, send_counts, send_displs, out, recv_counts, recv_displs, opts).wait();
+}
 void Communicator::send(ConstView buffer, int peer, const CallOptions& opts) { isend(buffer, peer, opts).wait(); }
 void Communicator::recv(View buffer, int peer, const CallOptions& opts) { irecv(buffer, peer, opts).wait(); }
 void Communicator::barrier(const CallOptions& opts) { ibarrier(opts).wait(); }

@@ -51,7 +51,7 @@ void on_threads(int n, const std::function<void(int)>& fn) {
 Group make_group(int n, const std::string& provider) {
   auto store = comm::make_memory_store();
   comm::Config cfg;
-  cfg.ofi_provider = provider;
+  cfg.transport_options["ofi.provider"] = provider;
   cfg.timeout = 20s;
   Group g(static_cast<std::size_t>(n));
   on_threads(n, [&](int r) {

@@ -255,3 +255,37 @@ TEST_CASE("abort from another thread unblocks a waiting receive quickly") {
     CHECK(c.failed());
   });
 }
+
+TEST_CASE("iall_to_allv: the count arrays are read during the call only; the Work completes later") {
+  // Rank i sends (i + j + 1) elements of value 100*i + j to rank j.
+  run_local(3, [](Communicator& c) {
+    const std::size_t n = 3, me = static_cast<std::size_t>(c.rank());
+    std::vector<std::int32_t> in, out;
+    Work w;
+    {
+      std::vector<std::size_t> sc(n), sd(n), rc(n), rd(n);
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        sc[j] = me + j + 1;
+        sd[j] = at;
+        at += sc[j];
+        for (std::size_t k = 0; k < sc[j]; ++k) in.push_back(static_cast<std::int32_t>(100 * me + j));
+      }
+      at = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        rc[i] = i + me + 1;
+        rd[i] = at;
+        at += rc[i];
+      }
+      out.assign(at, -1);
+      w = c.iall_to_allv(view(in), sc, sd, view(out), rc, rd);
+      std::fill(sc.begin(), sc.end(), 0);  // scribbled over and gone before the wait
+      std::fill(rd.begin(), rd.end(), 999);
+    }
+    w.wait();
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < i + me + 1; ++k, ++at) CHECK(out[at] == static_cast<std::int32_t>(100 * i + me));
+    CHECK(at == out.size());
+  });
+}

@@ -24,7 +24,7 @@ const char* const kVars[] = {
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "COMM_STORE", "MASTER_ADDR", "MASTER_PORT", "COMM_STORE_TOKEN",
     "COMM_STORE_BIND", "COMM_TRANSPORT", "COMM_TIMEOUT", "COMM_LOG", "COMM_ALGO", "COMM_CHUNK",
-    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DEVICE", "COMM_OFI_PROVIDER", "COMM_IFACE",
+    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DEVICE", "COMM_OFI_PROVIDER", "COMM_SHM_SIZE", "COMM_IFACE",
     "COMM_FLIGHT_RECORDER"};
 
 class CleanEnv {
@@ -172,9 +172,21 @@ TEST_CASE("every other variable is read") {
   CHECK(c.tuning_file == "/tmp/t.json");
   CHECK(c.check);
   CHECK(c.device == 3);
-  CHECK(c.ofi_provider == "tcp;ofi_rxm");
+  CHECK(c.transport_option("ofi", "provider") == "tcp;ofi_rxm");
   CHECK(c.iface == "10.0.0.2");
   CHECK(c.flight_recorder_size == 0);
+}
+
+TEST_CASE("transport settings: an explicit option beats COMM_<TRANSPORT>_<SETTING>") {
+  CleanEnv env;
+  Config c;
+  CHECK(c.transport_option("shm", "size").empty());
+  CHECK(Config::transport_option_variable("shm", "spin_us") == "COMM_SHM_SPIN_US");
+  env.set("COMM_SHM_SIZE", "64M");
+  CHECK(c.transport_option("shm", "size") == "64M");
+  c.transport_options["shm.size"] = "8M";
+  CHECK(c.transport_option("shm", "size") == "8M");
+  CHECK(c.transport_option("ofi", "size").empty());  // another transport's setting is its own
 }
 
 TEST_CASE("bad values throw invalid_config naming the variable and the value") {

@@ -4,7 +4,7 @@
 // is enabled.
 #include "transports/gloo/gloo_transport.hpp"
 
-#include "core/communicator_impl.hpp"
+#include "core/access.hpp"
 #include "local_group.hpp"
 
 #include <gloo/common/error.h>
@@ -70,11 +70,11 @@ TEST_CASE("gloo exceptions map to error codes and keep Gloo's text") {
 
 TEST_CASE("gloo transport: links, native algorithms and their limits") {
   comm::test::run_local(2, gloo_config(), [](comm::Communicator& c) {
-    auto& native = *c.impl().transport().native();
+    auto& native = *comm::detail::Access::impl(c).transport().native();
     CHECK(native.algorithms(comm::Collective::allreduce) == std::vector<std::string>{"native", "native_bcube"});
     CHECK(native.algorithms(comm::Collective::reduce_scatter).empty());
     CHECK(native.predict_us(comm::Collective::allreduce, "native", 1 << 20) < 0);
-    const comm::LinkInfo link = c.impl().transport().link(1 - c.rank());
+    const comm::LinkInfo link = comm::detail::Access::impl(c).transport().link(1 - c.rank());
     CHECK(link.kind == comm::LinkKind::tcp);
     CHECK(link.detail == "gloo tcp 127.0.0.1 (same host)");
 
@@ -124,7 +124,7 @@ TEST_CASE("gloo transport fails fast after a cancelled operation") {
   // connections and turn the expected "aborted" into "peer failed".
   std::atomic<bool> checked{false};
   comm::test::run_local(2, gloo_config(), [&checked](comm::Communicator& c) {
-    comm::Transport& t = c.impl().transport();
+    comm::Transport& t = comm::detail::Access::impl(c).transport();
     if (c.rank() == 1) {
       while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return;

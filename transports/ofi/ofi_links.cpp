@@ -21,8 +21,7 @@
 #include <sstream>
 #include <unistd.h>
 
-namespace comm {
-namespace ofi {
+namespace comm::ofi {
 
 namespace {
 
@@ -407,5 +406,4 @@ void OfiTransport::fail_all(ErrorCode code, const std::string& why) {
   }
 }
 
-}  // namespace ofi
-}  // namespace comm
+}  // namespace comm::ofi

@@ -60,7 +60,8 @@ OfiTransport::OfiTransport(const TransportInit& init)
     throw Error(ErrorCode::invalid_argument, "ofi transport: TransportInit::peers must describe all " +
                                                  std::to_string(size_) + " ranks");
   try {
-    const std::string requested = init.config ? init.config->ofi_provider : std::string();
+    const std::string requested = init.config ? init.config->transport_option("ofi", "provider")
+                                              : Config{}.transport_option("ofi", "provider");
     const char* env = std::getenv("FI_PROVIDER");
     ProcessIdentity me = this_process();
     if (!requested.empty()) {
@@ -71,7 +72,7 @@ OfiTransport::OfiTransport(const TransportInit& init)
                                  hints.get(), &found);
       if (ret != 0 || !found)
         throw Error(ErrorCode::invalid_config,
-                    "ofi transport: provider '" + requested + "' (Config::ofi_provider / COMM_OFI_PROVIDER) offers no tagged reliable-"
+                    "ofi transport: provider '" + requested + "' (transport option ofi.provider / COMM_OFI_PROVIDER) offers no tagged reliable-"
                     "datagram endpoint here (" + fi_error_text(ret) + "); providers that do: " +
                     join(offered_providers()) + (env ? std::string(" (filtered by FI_PROVIDER=") + env + ")" : "") +
                     ". Set COMM_OFI_PROVIDER to one of them, or leave it unset for automatic choice.");
