@@ -12,8 +12,6 @@
 
 #include "algorithms/builders.hpp"
 
-#include <bit>
-
 namespace comm::algo {
 
 void build_allreduce_rabenseifner(const AlgoArgs& a, ScheduleBuilder& b) {
@@ -24,19 +22,14 @@ void build_allreduce_rabenseifner(const AlgoArgs& a, ScheduleBuilder& b) {
     return;
   }
   const int r = a.rank;
-  const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(a.nranks)));
-  const int m = a.nranks - p;
-  const int rounds = std::countr_zero(static_cast<unsigned>(p));
+  const PowerOfTwoFold fold(r, a.nranks);
+  const int p = fold.p;
+  const int rounds = fold.rounds;
   const std::uint32_t fold_tag = 0;
   const auto unfold_tag = static_cast<std::uint32_t>(2 * rounds + 1);
-  if (r < 2 * m && r % 2 == 0) {
-    const StepId sent = b.send(r + 1, in_region(0, count), fold_tag);
-    b.recv(r + 1, out_region(0, count), unfold_tag, {sent});
-    return;
-  }
-  const bool absorbs = r < 2 * m;
-  const int vr = absorbs ? r / 2 : r - m;
-  auto real = [m](int v) { return v < m ? 2 * v + 1 : v + m; };
+  if (fold.folded_out) return fold_out(b, r, count, fold_tag, unfold_tag);
+  const bool absorbs = fold.absorbs;
+  const int vr = fold.virtual_rank;
   // Segments are ranges [lo, hi) of p balanced blocks.
   const Partition part{count, static_cast<std::size_t>(p)};
   struct Range {
@@ -63,7 +56,7 @@ void build_allreduce_rabenseifner(const AlgoArgs& a, ScheduleBuilder& b) {
   for (int k = 0; k < rounds; ++k) {
     const int d = p >> (k + 1);
     const int pv = vr ^ d;
-    const int peer = real(pv);
+    const int peer = fold.real(pv);
     const auto tag = static_cast<std::uint32_t>(1 + k);
     const std::size_t mid = (seg.lo + seg.hi) / 2;
     const bool lower = (vr & d) == 0;
@@ -87,7 +80,7 @@ void build_allreduce_rabenseifner(const AlgoArgs& a, ScheduleBuilder& b) {
   std::vector<StepId> seg_ready{last};
   for (int k = rounds - 1; k >= 0; --k) {
     const auto kk = static_cast<std::size_t>(k);
-    const int peer = real(vr ^ (p >> (k + 1)));
+    const int peer = fold.real(vr ^ (p >> (k + 1)));
     const auto tag = static_cast<std::uint32_t>(1 + rounds + k);
     if (const Region mine = elems(seg, BufferId::output); mine.count) {
       Deps d;

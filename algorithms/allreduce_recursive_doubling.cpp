@@ -12,8 +12,6 @@
 
 #include "algorithms/builders.hpp"
 
-#include <bit>
-
 namespace comm::algo {
 
 void build_allreduce_recursive_doubling(const AlgoArgs& a, ScheduleBuilder& b) {
@@ -24,22 +22,14 @@ void build_allreduce_recursive_doubling(const AlgoArgs& a, ScheduleBuilder& b) {
     return;
   }
   const int r = a.rank;
-  const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(a.nranks)));
-  const int m = a.nranks - p;
-  const int rounds = std::countr_zero(static_cast<unsigned>(p));
+  const PowerOfTwoFold fold(r, a.nranks);
+  const int rounds = fold.rounds;
   const std::uint32_t fold_tag = 0;
   const auto unfold_tag = static_cast<std::uint32_t>(rounds + 1);
   const Region out = out_region(0, count);
-  if (r < 2 * m && r % 2 == 0) {
-    // Folded out: contribute the input, then receive the result. The receive
-    // overwrites the output, which in place is the input being sent.
-    const StepId sent = b.send(r + 1, in_region(0, count), fold_tag);
-    b.recv(r + 1, out, unfold_tag, {sent});
-    return;
-  }
-  const bool absorbs = r < 2 * m;
-  const int vr = absorbs ? r / 2 : r - m;
-  auto real = [m](int v) { return v < m ? 2 * v + 1 : v + m; };
+  if (fold.folded_out) return fold_out(b, r, count, fold_tag, unfold_tag);
+  const bool absorbs = fold.absorbs;
+  const int vr = fold.virtual_rank;
   // Distinct scratch slots per round: every receive can be posted at once.
   b.need_scratch(static_cast<std::size_t>(rounds + 1) * count);
   Region cur = in_region(0, count);
@@ -52,7 +42,7 @@ void build_allreduce_recursive_doubling(const AlgoArgs& a, ScheduleBuilder& b) {
   }
   for (int k = 0; k < rounds; ++k) {
     const int pv = vr ^ (1 << k);
-    const int peer = real(pv);
+    const int peer = fold.real(pv);
     const auto tag = static_cast<std::uint32_t>(k + 1);
     const Region got = scratch_region(static_cast<std::size_t>(k + 1) * count, count);
     const StepId sent = b.send(peer, cur, tag, Deps{cur_ready});

@@ -59,6 +59,27 @@ struct RingView {
   static RingView of_rank(int rank, int n);
 };
 
+// Any group on the largest power of two p <= n (recursive doubling,
+// Rabenseifner): with m = n - p, ranks 0..2m-1 pair up; the even rank of each
+// pair only hands its input to the odd one and gets the result back (fold
+// out), the odd one reduces it in first (absorbs); the remaining p ranks work
+// as virtual ranks 0..p-1.
+struct PowerOfTwoFold {
+  int p = 1;
+  int m = 0;
+  int rounds = 0;          // log2 p
+  bool folded_out = false;
+  bool absorbs = false;
+  int virtual_rank = 0;    // meaningful unless folded_out
+  PowerOfTwoFold(int rank, int n);
+  int real(int v) const { return v < m ? 2 * v + 1 : v + m; }
+};
+
+// A folded-out rank's whole schedule: send the input to rank + 1 under
+// fold_tag, receive the result into the output under unfold_tag (in place the
+// receive overwrites the input the send read: it depends on the send).
+void fold_out(ScheduleBuilder& b, int rank, std::size_t count, std::uint32_t fold_tag, std::uint32_t unfold_tag);
+
 // Ring reduce-scatter (reduce_scatter_ring.cpp). At step s (0..n-2) position
 // p sends block (p + shift - s) and receives block (p + shift - s - 1), which
 // it reduces as (partial from prev) (op) (own input); it ends owning block

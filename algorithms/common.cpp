@@ -3,6 +3,8 @@
 
 #include "algorithms/builders.hpp"
 
+#include <bit>
+
 #include <algorithm>
 
 namespace comm::algo {
@@ -30,6 +32,19 @@ BlockLayout BlockLayout::uniform(std::size_t count, int n, bool input_strided, b
     L.len.push_back(count);
   }
   return L;
+}
+
+PowerOfTwoFold::PowerOfTwoFold(int rank, int n)
+    : p(static_cast<int>(std::bit_floor(static_cast<unsigned>(n)))),
+      m(n - p),
+      rounds(std::countr_zero(static_cast<unsigned>(p))),
+      folded_out(rank < 2 * m && rank % 2 == 0),
+      absorbs(rank < 2 * m && rank % 2 == 1),
+      virtual_rank(rank < 2 * m ? rank / 2 : rank - m) {}
+
+void fold_out(ScheduleBuilder& b, int rank, std::size_t count, std::uint32_t fold_tag, std::uint32_t unfold_tag) {
+  const StepId sent = b.send(rank + 1, in_region(0, count), fold_tag);
+  b.recv(rank + 1, out_region(0, count), unfold_tag, {sent});
 }
 
 RingView RingView::of_rank(int rank, int n) { return {rank, n, mod(rank + 1LL, n), mod(rank - 1LL, n)}; }
