@@ -255,7 +255,7 @@ void CommunicatorImpl::fail_from_run(Operation& op) {
   std::string message = op.describe() + ": " + op.run->error_message();
   const int peer = op.run->error_peer();
   if (peer >= 0 && peer != rank_ && code != ErrorCode::mismatch)
-    if (auto why = peer_failure(store_, peer, std::chrono::milliseconds(300))) {
+    if (auto why = peer_failure(store_, peer, std::chrono::milliseconds(1000))) {
       code = why->code;
       message = op.describe() + " failed because rank " + std::to_string(peer) + " failed first: " + why->message;
     }

@@ -46,7 +46,9 @@ void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, con
       [store = std::move(store), rank, note = std::to_string(static_cast<int>(code)) + '\n' + message] {
         store->set(failure_key(rank), note);
       },
-      0ms);
+      // Long enough for a healthy store (a process that exits right after
+      // failing must not take its note with it), short enough for a dead one.
+      500ms);
 }
 
 std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget) {

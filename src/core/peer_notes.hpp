@@ -35,7 +35,7 @@ struct PeerFailure {
   std::string message;
 };
 
-// Publishes this rank's failure (fire and forget).
+// Publishes this rank's failure, waiting at most half a second for the store.
 void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message);
 // What `peer` published about its own failure, waiting for the note at most
 // `budget` (it may be on its way); nullopt when none arrived.
