@@ -140,7 +140,7 @@ COMM_API size_t comm_dtype_size(comm_dtype_t dtype);
 typedef struct comm_config comm_config_t;
 
 /** New configuration with the library defaults (rank 0 of 1, transport
- * "local", 300 s timeout). */
+ * chosen at creation, 300 s timeout). */
 COMM_API comm_status_t comm_config_create(comm_config_t** config);
 /** New configuration read from the environment (COMM_RANK, COMM_WORLD_SIZE,
  * COMM_STORE, COMM_TRANSPORT, ...; also torchrun, Slurm and Open MPI
@@ -162,7 +162,9 @@ COMM_API comm_status_t comm_config_set_local_rank(comm_config_t* config, int loc
 COMM_API comm_status_t comm_config_set_store(comm_config_t* config, const char* store);
 COMM_API comm_status_t comm_config_set_store_token(comm_config_t* config, const char* token);
 COMM_API comm_status_t comm_config_set_store_bind(comm_config_t* config, const char* address);
-/** "local", "ucx", "ofi", "gloo", "nccl" or a registered transport's name. */
+/** "local", "ucx", "ofi", "gloo", "nccl" or a registered transport's name;
+ * "" (the default) = chosen at creation: local when all ranks are threads of
+ * one process, else the best host transport built in. */
 COMM_API comm_status_t comm_config_set_transport(comm_config_t* config, const char* transport);
 /** Default per-operation timeout in milliseconds (> 0). */
 COMM_API comm_status_t comm_config_set_timeout_ms(comm_config_t* config, int64_t timeout_ms);
@@ -179,15 +181,15 @@ COMM_API comm_status_t comm_config_set_tuning_file(comm_config_t* config, const 
 COMM_API comm_status_t comm_config_set_check(comm_config_t* config, int check);
 /** CUDA device ordinal for the nccl transport; -1 = the local rank. */
 COMM_API comm_status_t comm_config_set_device(comm_config_t* config, int device);
-/** libfabric provider, e.g. "tcp;ofi_rxm" or "shm"; "" = automatic. */
-COMM_API comm_status_t comm_config_set_ofi_provider(comm_config_t* config, const char* provider);
 /** Host address transports bind to; "" = automatic. */
 COMM_API comm_status_t comm_config_set_iface(comm_config_t* config, const char* address);
 /** Number of operations each rank's flight recorder remembers. */
 COMM_API comm_status_t comm_config_set_flight_recorder_size(comm_config_t* config, size_t operations);
 /** Directory flight-recorder dumps are written to; "" = stderr on SIGUSR1 only. */
 COMM_API comm_status_t comm_config_set_dump_dir(comm_config_t* config, const char* directory);
-/** A free-form transport-specific setting (key must not be empty). */
+/** A setting owned by a transport, keyed "<transport>.<setting>", e.g.
+ * ("ofi.provider", "tcp;ofi_rxm"); it beats the variable COMM_OFI_PROVIDER.
+ * The transports' READMEs list their settings. key must not be empty. */
 COMM_API comm_status_t comm_config_set_transport_option(comm_config_t* config, const char* key, const char* value);
 
 /* ---- communicators ------------------------------------------------------- */
@@ -320,11 +322,17 @@ COMM_API comm_status_t comm_iall_to_all(comm_t* comm, const void* input, void* o
 /** Variable all-to-all: the four arrays have size entries (elements). Rank j
  * receives input[send_displs[j] .. +send_counts[j]) at its
  * output[recv_displs[i] .. +recv_counts[i]). input_count and output_count
- * are the buffers' total lengths, checked against every block. */
+ * are the buffers' total lengths, checked against every block. The arrays
+ * are read during the call only (also for comm_iall_to_allv). */
 COMM_API comm_status_t comm_all_to_allv(comm_t* comm, const void* input, size_t input_count,
                                         const size_t* send_counts, const size_t* send_displs, void* output,
                                         size_t output_count, const size_t* recv_counts, const size_t* recv_displs,
                                         comm_dtype_t dtype, const comm_call_options_t* options);
+COMM_API comm_status_t comm_iall_to_allv(comm_t* comm, const void* input, size_t input_count,
+                                         const size_t* send_counts, const size_t* send_displs, void* output,
+                                         size_t output_count, const size_t* recv_counts, const size_t* recv_displs,
+                                         comm_dtype_t dtype, const comm_call_options_t* options,
+                                         comm_request_t** request);
 
 /** Point to point: `count` elements to / from `peer`, matched on (peer,
  * options->tag) in posting order. A receive of a different size is an error

@@ -104,6 +104,15 @@ def _empty(like: Array, shape: Sequence[int]) -> Array:
                 f"cannot allocate an output like a {type(like).__name__}: pass out=")
 
 
+def _packed(counts: Sequence[int]) -> list:
+    """Displacements of blocks laid out back to back."""
+    displs, at = [], 0
+    for n in counts:
+        displs.append(at)
+        at += n
+    return displs
+
+
 def _shape(x: Array) -> tuple:
     return tuple(getattr(x, "shape", ()))
 
@@ -306,30 +315,27 @@ class Communicator:
         w.wait()
         return w.result
 
-    def all_to_allv(self, x: Array, send_counts: Sequence[int], recv_counts: Sequence[int], *,
-                    send_displs: Optional[Sequence[int]] = None, recv_displs: Optional[Sequence[int]] = None,
-                    out: Optional[Array] = None, algorithm: Optional[str] = None,
-                    timeout: Optional[float] = None, stream: Optional[int] = None) -> Array:
-        """Variable all-to-all in elements: send_counts[j] from x (at send_displs[j],
-        default packed) to rank j; recv_counts[i] from rank i into out (at recv_displs[i])."""
-
-        def packed(counts: Sequence[int]) -> list:
-            displs, at = [], 0
-            for n in counts:
-                displs.append(at)
-                at += int(n)
-            return displs
-
+    def iall_to_allv(self, x: Array, send_counts: Sequence[int], recv_counts: Sequence[int], *,
+                     send_displs: Optional[Sequence[int]] = None, recv_displs: Optional[Sequence[int]] = None,
+                     out: Optional[Array] = None, algorithm: Optional[str] = None,
+                     timeout: Optional[float] = None, stream: Optional[int] = None) -> Work:
         send_counts, recv_counts = [int(n) for n in send_counts], [int(n) for n in recv_counts]
-        send_displs = packed(send_counts) if send_displs is None else [int(n) for n in send_displs]
-        recv_displs = packed(recv_counts) if recv_displs is None else [int(n) for n in recv_displs]
+        send_displs = _packed(send_counts) if send_displs is None else [int(n) for n in send_displs]
+        recv_displs = _packed(recv_counts) if recv_displs is None else [int(n) for n in recv_displs]
         if out is None:
             end = max((d + n for d, n in zip(recv_displs, recv_counts)), default=0)
             out = _empty(x, (end,))
         (xi, dt), (oi, _) = _prepare(x), _prepare(out)
-        self._c.all_to_allv(xi, send_counts, send_displs, oi, recv_counts, recv_displs, dtype=dt,
-                            **_options(x, algorithm, timeout, stream))
-        return out
+        w = self._c.iall_to_allv(xi, send_counts, send_displs, oi, recv_counts, recv_displs, dtype=dt,
+                                 **_options(x, algorithm, timeout, stream))
+        return Work(w, (x, out), out)
+
+    def all_to_allv(self, x: Array, send_counts: Sequence[int], recv_counts: Sequence[int], **kw: Any) -> Array:
+        """Variable all-to-all in elements: send_counts[j] from x (at send_displs[j],
+        default packed) to rank j; recv_counts[i] from rank i into out (at recv_displs[i])."""
+        w = self.iall_to_allv(x, send_counts, recv_counts, **kw)
+        w.wait()
+        return w.result
 
     def isend(self, x: Array, peer: int, *, tag: int = 0, timeout: Optional[float] = None,
               stream: Optional[int] = None) -> Work:

@@ -268,14 +268,13 @@ void bind_communicator(nb::module_& m) {
       },
       nb::arg("input"), nb::arg("out"), COMM_PY_CALL_ARGS);
   cls.def(
-      "all_to_allv",
+      "iall_to_allv",
       [](Communicator& c, V in, std::vector<std::size_t> send_counts, std::vector<std::size_t> send_displs, V out,
          std::vector<std::size_t> recv_counts, std::vector<std::size_t> recv_displs, std::string algo,
          double timeout, std::uint32_t tag, std::uintptr_t stream, Dtype dt) {
         const View i = import_array(in, "x", false, dt), o = import_array(out, "out", true, dt);
-        run(call_options(algo, timeout, tag, stream), [&](const CallOptions& opts) {
-          c.all_to_allv(i, send_counts, send_displs, o, recv_counts, recv_displs, opts);
-          return Work();
+        return run(call_options(algo, timeout, tag, stream), [&](const CallOptions& opts) {
+          return c.iall_to_allv(i, send_counts, send_displs, o, recv_counts, recv_displs, opts);
         });
       },
       nb::arg("input"), nb::arg("send_counts"), nb::arg("send_displs"), nb::arg("out"), nb::arg("recv_counts"),

@@ -83,8 +83,8 @@ void bind_values(nb::module_& m) {
   nb::register_exception_translator(&translate);
 
   nb::class_<Config>(m, "Config",
-                     "A communicator's configuration. Start from Config() (defaults: rank 0 of 1 over "
-                     "'local') or Config.from_env() and assign fields; comm.Communicator(config) checks "
+                     "A communicator's configuration. Start from Config() (defaults: rank 0 of 1, "
+                     "transport chosen at creation) or Config.from_env() and assign fields; comm.Communicator(config) checks "
                      "the combination.")
       .def(nb::init<>())
       .def_static("from_env", &Config::from_env,
@@ -96,7 +96,7 @@ void bind_values(nb::module_& m) {
       .def_rw("store", &Config::store, "'host:port' (TCP store hosted by rank 0), 'file:/dir', or ''.")
       .def_rw("store_token", &Config::store_token)
       .def_rw("store_bind", &Config::store_bind)
-      .def_rw("transport", &Config::transport, "'local', 'ucx', 'ofi', 'gloo', 'nccl' or a registered name.")
+      .def_rw("transport", &Config::transport, "'local', 'ucx', 'ofi', 'gloo', 'nccl', a registered name, or '' (chosen at creation).")
       .def_prop_rw("timeout", &timeout_seconds, &set_timeout_seconds, "Per-operation timeout in seconds.")
       .def_prop_rw(
           "log_level", [](const Config& c) { return std::string(to_string(c.log_level)); },
@@ -108,11 +108,14 @@ void bind_values(nb::module_& m) {
       .def_rw("tuning_file", &Config::tuning_file)
       .def_rw("check", &Config::check)
       .def_rw("device", &Config::device)
-      .def_rw("ofi_provider", &Config::ofi_provider)
       .def_rw("iface", &Config::iface)
       .def_rw("flight_recorder_size", &Config::flight_recorder_size)
       .def_rw("dump_dir", &Config::dump_dir)
-      .def_rw("transport_options", &Config::transport_options)
+      .def_rw("transport_options", &Config::transport_options,
+              "Settings owned by transports, keyed '<transport>.<setting>' (e.g. 'ofi.provider'); "
+              "assign a whole dict (reading gives a copy).")
+      .def("transport_option", &Config::transport_option, nb::arg("transport"), nb::arg("setting"),
+           "transport_options['<transport>.<setting>'], else COMM_<TRANSPORT>_<SETTING>, else ''.")
       .def("__repr__", &repr);
 }
 

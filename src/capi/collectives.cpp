@@ -87,6 +87,20 @@ comm_status_t all_to_all(comm_t* comm, const void* in, void* out, size_t count, 
   });
 }
 
+comm_status_t all_to_allv(comm_t* comm, const void* in, size_t in_count, const size_t* sc, const size_t* sd,
+                          void* out, size_t out_count, const size_t* rc, const size_t* rd, comm_dtype_t dt,
+                          const comm_call_options_t* o, comm_request_t** req, bool nb, const char* fn) {
+  return run(fn, comm, dt, o, req, nb, [&](const Call& c) {
+    const auto n = static_cast<std::size_t>(c.comm.size());
+    const auto entries = [&](const char* what, const size_t* p) {
+      return std::span<const std::size_t>(&require(fn, what, p), n);
+    };
+    return c.comm.iall_to_allv(c.in(in, in_count), entries("send_counts", sc), entries("send_displs", sd),
+                               c.out(out, out_count), entries("recv_counts", rc), entries("recv_displs", rd),
+                               c.options.call);
+  });
+}
+
 comm_status_t send_to(comm_t* comm, const void* buffer, size_t count, comm_dtype_t dt, int peer,
                    const comm_call_options_t* o, comm_request_t** req, bool nb, const char* fn) {
   return run(fn, comm, dt, o, req, nb,
@@ -172,17 +186,15 @@ comm_status_t comm_all_to_allv(comm_t* comm, const void* input, size_t input_cou
                                const size_t* send_displs, void* output, size_t output_count,
                                const size_t* recv_counts, const size_t* recv_displs, comm_dtype_t dtype,
                                const comm_call_options_t* options) {
-  const char* fn = "comm_all_to_allv";
-  return guarded(failure_of(comm), [&] {
-    Call c{fn, communicator(fn, comm), comm::capi::options(fn, options), comm::capi::dtype(fn, dtype)};
-    const auto n = static_cast<std::size_t>(c.comm.size());
-    const auto entries = [&](const char* what, const size_t* p) {
-      return std::span<const std::size_t>(&require(fn, what, p), n);
-    };
-    c.comm.all_to_allv(c.in(input, input_count), entries("send_counts", send_counts),
-                       entries("send_displs", send_displs), c.out(output, output_count),
-                       entries("recv_counts", recv_counts), entries("recv_displs", recv_displs), c.options.call);
-  });
+  return all_to_allv(comm, input, input_count, send_counts, send_displs, output, output_count, recv_counts,
+                     recv_displs, dtype, options, nullptr, false, "comm_all_to_allv");
+}
+comm_status_t comm_iall_to_allv(comm_t* comm, const void* input, size_t input_count, const size_t* send_counts,
+                                const size_t* send_displs, void* output, size_t output_count,
+                                const size_t* recv_counts, const size_t* recv_displs, comm_dtype_t dtype,
+                                const comm_call_options_t* options, comm_request_t** request) {
+  return all_to_allv(comm, input, input_count, send_counts, send_displs, output, output_count, recv_counts,
+                     recv_displs, dtype, options, request, true, "comm_iall_to_allv");
 }
 
 comm_status_t comm_send(comm_t* comm, const void* buffer, size_t count, comm_dtype_t dtype, int peer,

@@ -86,12 +86,8 @@ comm_status_t comm_config_set_store_bind(comm_config_t* c, const char* address) 
 }
 
 comm_status_t comm_config_set_transport(comm_config_t* c, const char* transport) {
-  const char* fn = "comm_config_set_transport";
-  return set(fn, c, [&](comm::Config& config) {
-    const std::string name = require_string(fn, "transport", transport);
-    if (name.empty()) bad_value(fn, "transport", "''", "a transport name such as local, ucx, ofi, gloo or nccl");
-    config.transport = name;
-  });
+  // "" is valid: the transport is then chosen at creation. Unknown names are comm_create's to report.
+  return set_string("comm_config_set_transport", c, "transport", transport, &comm::Config::transport);
 }
 
 comm_status_t comm_config_set_timeout_ms(comm_config_t* c, int64_t timeout_ms) {
@@ -141,10 +137,6 @@ comm_status_t comm_config_set_device(comm_config_t* c, int device) {
       bad_value(fn, "device", std::to_string(device), "-1 (the local rank) or a CUDA device ordinal in [0, 65536]");
     config.device = device;
   });
-}
-
-comm_status_t comm_config_set_ofi_provider(comm_config_t* c, const char* provider) {
-  return set_string("comm_config_set_ofi_provider", c, "provider", provider, &comm::Config::ofi_provider);
 }
 
 comm_status_t comm_config_set_iface(comm_config_t* c, const char* address) {

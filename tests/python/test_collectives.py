@@ -194,6 +194,9 @@ def test_all_to_all(c):
     got = c.all_to_allv(x, send, recv)
     expect_equal(got, np.array([i * 1000 + rank * 100 + k for i in range(size) for k in range(recv[i])], np.int32),
                  "all_to_allv")
+    w = c.iall_to_allv(x, send, recv, out=np.full(sum(recv), -1, np.int32))
+    w.wait()
+    expect_equal(w.result, got, "iall_to_allv")
 
 
 def test_send_recv(c):
@@ -279,7 +282,9 @@ def test_errors(c):
 
 def test_config(c):
     cfg = comm.Config()
-    assert (cfg.rank, cfg.world_size, cfg.transport, cfg.timeout) == (0, 1, "local", 300.0), repr(cfg)
+    assert (cfg.rank, cfg.world_size, cfg.transport, cfg.timeout) == (0, 1, "", 300.0), repr(cfg)
+    cfg.transport_options = {"ofi.provider": "shm"}
+    assert cfg.transport_option("ofi", "provider") == "shm"
     cfg.timeout = 0.25
     assert cfg.timeout == 0.25
     expect_error(comm.ErrorCode.invalid_config, "Config.timeout", setattr, cfg, "timeout", -3.0)
