@@ -71,7 +71,8 @@ typedef enum comm_status {
   COMM_ERR_TRANSPORT_FAILURE = 10,  /**< the transport library reported an error */
   COMM_ERR_COMMUNICATOR_FAILED = 11,/**< a call on a communicator already failed by an earlier error */
   COMM_ERR_STORE_FAILURE = 12,      /**< the bootstrap store could not be reached or misbehaved */
-  COMM_ERR_INTERNAL = 13            /**< a bug in comm (or out of memory); please report it */
+  COMM_ERR_INTERNAL = 13,           /**< a bug in comm (or out of memory); please report it */
+  COMM_STATUS_FORCE_INT32 = -0x7fffffff - 1 /**< not a status: keeps the enum int-sized, any int a valid value */
 } comm_status_t;
 
 /** The name of a status ("ok", "invalid_argument", ...: the names of
@@ -94,7 +95,10 @@ COMM_API comm_status_t comm_get_version(int* major, int* minor, int* patch);
  * COMM_ABI_VERSION_MINOR. Any pointer may be NULL. Never fails. */
 COMM_API comm_status_t comm_get_abi_version(int* major, int* minor);
 
-/* ---- value types --------------------------------------------------------- */
+/* ---- value types ---------------------------------------------------------
+ * Every enum ends in a *_FORCE_INT32 member (INT_MIN) that is not a value: it
+ * makes the enum int-sized and every int a representable value, so a wrong
+ * number from another language is reported, not undefined behaviour. */
 
 /** Element type of a buffer. f16/bf16 are 16-bit patterns, reduced in f32. */
 typedef enum comm_dtype {
@@ -105,16 +109,28 @@ typedef enum comm_dtype {
   COMM_I8 = 4,
   COMM_U8 = 5,
   COMM_I32 = 6,
-  COMM_I64 = 7
+  COMM_I64 = 7,
+  COMM_DTYPE_FORCE_INT32 = -0x7fffffff - 1 /**< not a dtype (see COMM_STATUS_FORCE_INT32) */
 } comm_dtype_t;
 
 /** Reduction operator. COMM_AVG is the sum divided by the number of ranks
  * (truncating toward zero on integer types). */
-typedef enum comm_op { COMM_SUM = 0, COMM_PROD = 1, COMM_MIN = 2, COMM_MAX = 3, COMM_AVG = 4 } comm_op_t;
+typedef enum comm_op {
+  COMM_SUM = 0,
+  COMM_PROD = 1,
+  COMM_MIN = 2,
+  COMM_MAX = 3,
+  COMM_AVG = 4,
+  COMM_OP_FORCE_INT32 = -0x7fffffff - 1 /**< not an op */
+} comm_op_t;
 
 /** Where a buffer lives: host memory for host transports (ucx, ofi, gloo,
  * local), CUDA device memory for the nccl transport. */
-typedef enum comm_memory { COMM_MEMORY_HOST = 0, COMM_MEMORY_CUDA = 1 } comm_memory_t;
+typedef enum comm_memory {
+  COMM_MEMORY_HOST = 0,
+  COMM_MEMORY_CUDA = 1,
+  COMM_MEMORY_FORCE_INT32 = -0x7fffffff - 1 /**< not a memory kind */
+} comm_memory_t;
 
 /** The operations of a communicator, for comm_algorithm_for(). */
 typedef enum comm_collective {
@@ -127,7 +143,8 @@ typedef enum comm_collective {
   COMM_COLL_ALL_TO_ALLV = 6,
   COMM_COLL_BARRIER = 7,
   COMM_COLL_SEND = 8,
-  COMM_COLL_RECV = 9
+  COMM_COLL_RECV = 9,
+  COMM_COLL_FORCE_INT32 = -0x7fffffff - 1 /**< not a collective */
 } comm_collective_t;
 
 /** Bytes of one element of `dtype`; 0 for a value outside comm_dtype_t. */

@@ -61,6 +61,7 @@ DataType dtype(const char* fn, comm_dtype_t d) {
     case COMM_U8: return DataType::u8;
     case COMM_I32: return DataType::i32;
     case COMM_I64: return DataType::i64;
+    case COMM_DTYPE_FORCE_INT32: break;
   }
   bad_argument(fn, "dtype " + std::to_string(static_cast<int>(d)) +
                        " is not a comm_dtype_t (COMM_F32 .. COMM_I64, 0 .. 7)");
@@ -73,6 +74,7 @@ ReduceOp reduce_op(const char* fn, comm_op_t op) {
     case COMM_MIN: return ReduceOp::min;
     case COMM_MAX: return ReduceOp::max;
     case COMM_AVG: return ReduceOp::avg;
+    case COMM_OP_FORCE_INT32: break;
   }
   bad_argument(fn, "op " + std::to_string(static_cast<int>(op)) + " is not a comm_op_t (COMM_SUM .. COMM_AVG, 0 .. 4)");
 }
@@ -89,6 +91,7 @@ Collective collective(const char* fn, comm_collective_t c) {
     case COMM_COLL_BARRIER: return Collective::barrier;
     case COMM_COLL_SEND: return Collective::send;
     case COMM_COLL_RECV: return Collective::recv;
+    case COMM_COLL_FORCE_INT32: break;
   }
   bad_argument(fn, "collective " + std::to_string(static_cast<int>(c)) +
                        " is not a comm_collective_t (COMM_COLL_ALLREDUCE .. COMM_COLL_RECV, 0 .. 9)");
@@ -121,6 +124,7 @@ Options options(const char* fn, const comm_call_options_t* o) {
   switch (o->memory) {
     case COMM_MEMORY_HOST: out.memory = MemoryKind::host; break;
     case COMM_MEMORY_CUDA: out.memory = MemoryKind::cuda; break;
+    case COMM_MEMORY_FORCE_INT32:
     default:
       bad_argument(fn, "options->memory " + std::to_string(static_cast<int>(o->memory)) +
                            " is not a comm_memory_t (COMM_MEMORY_HOST or COMM_MEMORY_CUDA)");
@@ -172,6 +176,7 @@ const char* comm_status_name(comm_status_t status) {
     case COMM_ERR_COMMUNICATOR_FAILED: return "communicator_failed";
     case COMM_ERR_STORE_FAILURE: return "store_failure";
     case COMM_ERR_INTERNAL: return "internal";
+    case COMM_STATUS_FORCE_INT32: break;
   }
   return "unknown_status";
 }

@@ -93,6 +93,7 @@ static inline double capi_get(comm_dtype_t dtype, const void* buf, size_t i) {
     case COMM_U8: return ((const uint8_t*)buf)[i];
     case COMM_I32: return ((const int32_t*)buf)[i];
     case COMM_I64: return (double)((const int64_t*)buf)[i];
+    case COMM_DTYPE_FORCE_INT32: break;
   }
   return NAN;
 }
@@ -108,6 +109,7 @@ static inline void capi_set(comm_dtype_t dtype, void* buf, size_t i, double v) {
     case COMM_U8: ((uint8_t*)buf)[i] = (uint8_t)v; return;
     case COMM_I32: ((int32_t*)buf)[i] = (int32_t)v; return;
     case COMM_I64: ((int64_t*)buf)[i] = (int64_t)v; return;
+    case COMM_DTYPE_FORCE_INT32: return;
   }
 }
 

@@ -39,6 +39,7 @@ static double combine(comm_op_t op, double a, double b) {
     case COMM_PROD: return a * b;
     case COMM_MIN: return a < b ? a : b;
     case COMM_MAX: return a > b ? a : b;
+    case COMM_OP_FORCE_INT32: break;
   }
   return NAN;
 }

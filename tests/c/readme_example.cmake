@@ -4,7 +4,7 @@
 # the job must succeed and its output match every regex of EXPECT (separated by @@).
 #
 # cmake -DREADME=... -DLANG=c|python -DWORK_DIR=... -DCOMMRUN=... -DTRANSPORT=... -DEXPECT=<regex>
-#       [c: -DCC=... -DINCLUDE_DIR=... -DLIBRARY=<libcomm>] [python: -DPYTHON=...] -P readme_example.cmake
+#       [c: -DCC=... -DCFLAGS=... -DINCLUDE_DIR=... -DLIBRARY=<libcomm>] [python: -DPYTHON=...] -P readme_example.cmake
 file(READ ${README} text)
 string(FIND "${text}" "<!-- readme-example: ${LANG}" at)
 if(at LESS 0)
@@ -28,7 +28,8 @@ if(LANG STREQUAL "c")
   set(program ${WORK_DIR}/readme_example_c)
   file(WRITE ${source} "${code}")
   get_filename_component(libdir ${LIBRARY} DIRECTORY)
-  execute_process(COMMAND ${CC} -std=c11 -Wall -Wextra -pedantic -Werror -I${INCLUDE_DIR} ${source} -o ${program}
+  separate_arguments(flags UNIX_COMMAND "${CFLAGS}")
+  execute_process(COMMAND ${CC} -std=c11 -Wall -Wextra -pedantic -Werror ${flags} -I${INCLUDE_DIR} ${source} -o ${program}
                           ${LIBRARY} -Wl,-rpath,${libdir}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT rc EQUAL 0)
