@@ -3,7 +3,7 @@
 # Idempotent: installs only what is missing. Needs root (or sudo) for apt.
 set -euo pipefail
 
-apt_packages=(build-essential cmake ninja-build pkg-config python3-pip
+apt_packages=(build-essential cmake ninja-build pkg-config python3-pip python3-dev python3-venv
               libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev
               clang libclang-rt-14-dev)
 missing=()
@@ -26,4 +26,8 @@ pip_install() {
 }
 python3 -c "import nvidia.nccl" 2>/dev/null || pip_install nvidia-nccl-cu13
 command -v conan >/dev/null 2>&1 || pip_install "conan>=2,<3"
+# The Python package (python/) and its tests: bindings, build backend, arrays, bfloat16.
+for m in nanobind:nanobind scikit_build_core:scikit-build-core numpy:numpy ml_dtypes:ml_dtypes; do
+  python3 -c "import ${m%%:*}" 2>/dev/null || pip_install "${m#*:}"
+done
 exit 0

@@ -23,6 +23,9 @@ if("ucx" IN_LIST COMM_ENABLED_TRANSPORTS)
   comm_mp_test(NAME examples_embed_minimal_ucx RANKS 2 LABELS examples ucx TIMEOUT 60
     ENV ${ucx_env} COMMAND embed_minimal)
   comm_example_check(examples_embed_minimal_ucx "rank 1 of 2: x\\[0\\] = 3 \\(ok\\)")
+  comm_mp_test(NAME examples_embed_minimal_c_ucx RANKS 2 LABELS examples ucx c TIMEOUT 60
+    ENV ${ucx_env} COMMAND embed_minimal_c)
+  comm_example_check(examples_embed_minimal_c_ucx "rank 1 of 2: x\\[0\\] = 3 \\(ok\\)")
 
   comm_mp_test(NAME examples_tp_decode_ucx RANKS 2 LABELS examples ucx TIMEOUT 120
     ENV ${ucx_env}
