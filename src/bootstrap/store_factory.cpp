@@ -1,5 +1,6 @@
 // make_store: the store a Config names.
 
+#include "core/builtin_transports.hpp"
 #include "util/socket_util.hpp"
 
 #include <comm/config.hpp>
@@ -14,6 +15,7 @@ std::shared_ptr<Store> make_store(const Config& config) {
     throw Error(ErrorCode::invalid_config,
                 "no store configured: set COMM_STORE to host:port (rank 0 hosts a TCP store) or file:/shared/dir, "
                 "or run under commrun/torchrun");
+  if (auto store = make_scheme_store(config)) return store;  // e.g. "mpi"
   if (s.starts_with("file:")) {
     const std::string dir = s.substr(5);
     if (dir.empty())

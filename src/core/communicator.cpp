@@ -1,6 +1,7 @@
 // The communicator: creation (store namespace, peer table, transport, links,
 // tuning, selector, engines), destruction and split.
 
+#include "core/builtin_transports.hpp"
 #include "core/communicator_impl.hpp"
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
@@ -26,6 +27,11 @@ void validate(const Config& config) {
 std::shared_ptr<Store> base_store(const Config& config, std::shared_ptr<Store> given) {
   if (given) return given;
   if (!config.store.empty()) return make_store(config);
+  if (std::string scheme = default_store_scheme(config.transport); !scheme.empty()) {
+    Config meet = config;  // e.g. the mpi transport meets through MPI
+    meet.store = scheme;
+    return make_store(meet);
+  }
   if (config.world_size == 1) return make_memory_store();
   throw Error(ErrorCode::invalid_config,
               "world size " + std::to_string(config.world_size) +

@@ -23,12 +23,14 @@ StreamEngine::~StreamEngine() = default;
 namespace {
 
 // Names a user may ask for that this build can know about even when absent.
-constexpr std::string_view kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl"};
+constexpr std::string_view kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl", "mpi"};
 
 struct Registry {
   std::mutex mu;
   std::map<std::string, TransportFactory, std::less<>> factories;
   std::map<std::string, std::string, std::less<>> unavailable;  // name -> reason
+  std::map<std::string, StoreScheme, std::less<>> store_schemes;
+  std::map<std::string, std::string, std::less<>> default_schemes;  // transport -> scheme
 
   Registry() {
     pending.push_back(register_local_transport);
@@ -46,6 +48,11 @@ struct Registry {
     pending.push_back(register_gloo_transport);
 #else
     unavailable["gloo"] = "this build of comm has no Gloo support (configure with libgloo-dev installed)";
+#endif
+#if COMM_HAVE_MPI
+    pending.push_back(register_mpi_transport);
+#else
+    unavailable["mpi"] = "this build of comm has no MPI support (configure with libopenmpi-dev installed)";
 #endif
   }
 
@@ -168,6 +175,40 @@ std::string default_transport(const PeerTable& peers) {
 }
 
 }  // namespace detail
+
+void register_store_scheme(std::string scheme, StoreScheme make) {
+  auto& r = raw_registry();
+  std::lock_guard lk(r.mu);
+  r.store_schemes[std::move(scheme)] = std::move(make);
+}
+
+std::shared_ptr<Store> make_scheme_store(const Config& config) {
+  StoreScheme make;
+  {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    const auto it = r.store_schemes.find(config.store);
+    if (it != r.store_schemes.end()) make = it->second;
+  }
+  if (make) return make(config);
+  if (config.store == "mpi")
+    throw Error(ErrorCode::invalid_config, "COMM_STORE='mpi' (meet through MPI) needs comm built with MPI: " +
+                                               transport_unavailable_reason("mpi"));
+  return nullptr;
+}
+
+void set_default_store_scheme(std::string transport, std::string scheme) {
+  auto& r = raw_registry();
+  std::lock_guard lk(r.mu);
+  r.default_schemes[std::move(transport)] = std::move(scheme);
+}
+
+std::string default_store_scheme(std::string_view transport) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  const auto it = r.default_schemes.find(transport);
+  return it == r.default_schemes.end() ? std::string() : it->second;
+}
 
 std::unique_ptr<Transport> create_transport(std::string_view name, const TransportInit& init) {
   if (std::string why = transport_unavailable_reason(name); !why.empty()) {
