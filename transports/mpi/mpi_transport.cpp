@@ -248,11 +248,13 @@ void MpiTransport::shutdown_before_finalize() noexcept {
     if (requests_[i] == MPI_REQUEST_NULL) continue;
     // Control sends carry our own copy; payload parts point into user memory,
     // which MPI may touch until they complete or the job ends.
-    if (!withdraw(requests_[i], kGrace)) {
-      abandon(std::move(pending_[i].buffer));
-      MPI_Request_free(&requests_[i]);
-      COMM_WARN("mpi transport on rank " << rank_ << ": a message MPI still holds was abandoned at shutdown");
-    }
+    if (withdraw(requests_[i], kGrace)) continue;
+    const bool user_memory = pending_[i].buffer.empty();
+    abandon(std::move(pending_[i].buffer));
+    MPI_Request_free(&requests_[i]);
+    if (user_memory)
+      COMM_WARN("mpi transport on rank " << rank_
+                                         << ": MPI still holds a payload at shutdown; its buffer may still be accessed");
   }
   for (auto& entry : ops_)
     if (Op& op = *entry.second; op.c->is_pending()) op.c->fail(ErrorCode::aborted, describe(op) + ": the transport was shut down");
