@@ -8,7 +8,13 @@ install(TARGETS comm EXPORT commTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY include/comm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+# comm/mpi.hpp (the MPI embedding helpers) only when the mpi transport is built.
+set(_comm_header_excludes "")
+if(NOT "mpi" IN_LIST COMM_ENABLED_TRANSPORTS)
+  set(_comm_header_excludes PATTERN "mpi.hpp" EXCLUDE)
+endif()
+install(DIRECTORY include/comm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h"
+        ${_comm_header_excludes})
 install(EXPORT commTargets NAMESPACE comm:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/comm)
 
 # A static libcomm hands the transports' libraries on to its consumers through
@@ -18,7 +24,7 @@ set(COMM_STATIC_LINK_TARGETS "")
 if(NOT BUILD_SHARED_LIBS)
   get_target_property(_comm_libs comm LINK_LIBRARIES)
   foreach(_lib IN LISTS _comm_libs)
-    if(_lib MATCHES "^(ucx::|PkgConfig::)" OR _lib STREQUAL "gloo")
+    if(_lib MATCHES "^(ucx::|PkgConfig::|MPI::)" OR _lib STREQUAL "gloo")
       list(APPEND COMM_STATIC_LINK_TARGETS ${_lib})
     endif()
   endforeach()

@@ -12,6 +12,8 @@ Transports and where their libraries come from:
          (conan/profiles/system does this for Debian 12).
   ucx    from the system (Debian/Ubuntu: libucx-dev; RHEL/Fedora: ucx-devel).
   gloo   from the system (Debian/Ubuntu: libgloo-dev).
+  mpi    from the system: an MPI with C headers and mpicc (Debian/Ubuntu:
+         libopenmpi-dev; RHEL/Fedora: openmpi-devel). Launch with mpirun.
   nccl   from the system: the CUDA toolkit plus NCCL (libnccl-dev, or
          pip install nvidia-nccl-cu13). Built as a plugin module,
          libcomm_nccl.so, loaded at run time; needs shared=True.
@@ -39,6 +41,7 @@ required_conan_version = ">=2.0"
 _SYSTEM_PACKAGES = {
     "ucx": {"apt": ["libucx-dev"], "yum": ["ucx-devel"]},
     "gloo": {"apt": ["libgloo-dev"], "yum": []},
+    "mpi": {"apt": ["libopenmpi-dev"], "yum": ["openmpi-devel"]},
 }
 
 
@@ -46,7 +49,7 @@ class CommConan(ConanFile):
     name = "comm"
     description = ("Collective communication for LLM inference runtimes: one Communicator API over "
                    "pluggable transports (local threads, UCX, libfabric, Gloo, NCCL)")
-    topics = ("collectives", "allreduce", "ucx", "libfabric", "nccl", "inference")
+    topics = ("collectives", "allreduce", "ucx", "libfabric", "nccl", "mpi", "inference")
     package_type = "library"
     settings = "os", "arch", "compiler", "build_type"
     options = {
@@ -56,6 +59,7 @@ class CommConan(ConanFile):
         "with_ofi": [True, False],
         "with_gloo": [True, False],
         "with_nccl": [True, False],
+        "with_mpi": [True, False],
     }
     # Shared by default: the NCCL plugin and user plugins link the shared
     # libcomm. libfabric comes from ConanCenter, so ofi builds anywhere; the
@@ -67,6 +71,7 @@ class CommConan(ConanFile):
         "with_ofi": True,
         "with_gloo": False,
         "with_nccl": False,
+        "with_mpi": False,
     }
 
     def set_version(self):
@@ -115,7 +120,7 @@ class CommConan(ConanFile):
         tc = CMakeToolchain(self)
         # ON, not AUTO: a transport that was asked for and is missing must fail
         # the configure step with the package to install, not vanish.
-        for transport in ("ucx", "ofi", "gloo", "nccl"):
+        for transport in ("ucx", "ofi", "gloo", "nccl", "mpi"):
             tc.cache_variables[f"COMM_WITH_{transport.upper()}"] = \
                 "ON" if self.options.get_safe(f"with_{transport}") else "OFF"
         tc.cache_variables["COMM_BUILD_TESTS"] = False
@@ -187,6 +192,11 @@ class CommConan(ConanFile):
             gloo.set_property("cmake_target_name", "comm::gloo")
             gloo.system_libs = ["gloo"] if static else []
             core.requires.append("gloo")
+        if self.options.with_mpi:
+            mpi = self.cpp_info.components["mpi"]
+            mpi.set_property("cmake_target_name", "comm::mpi")
+            mpi.system_libs = ["mpi"] if static else []
+            core.requires.append("mpi")
         if self.options.with_nccl:
             # A plugin module, libcomm_nccl.so, beside libcomm.so where the
             # registry looks for it at run time; it links NCCL and the CUDA

@@ -3,6 +3,7 @@
 //   commrun -n 2 comm-bench --transport all --algo all -b 8 -e 64M -f 4
 // See --help (bench/options.cpp) for the flags and the timing definition.
 
+#include "bench/compare.hpp"
 #include "bench/options.hpp"
 #include "bench/plot.hpp"
 #include "bench/report.hpp"
@@ -22,7 +23,7 @@ namespace {
 using namespace comm;
 using namespace comm::bench;
 
-constexpr const char* kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl"};
+constexpr const char* kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "mpi", "nccl"};
 
 struct Plan {
   std::vector<std::string> run;
@@ -150,6 +151,9 @@ int run(const Options& o, const std::string& command) {
       break;
     }
   }
+
+  if (lead && o.algo == "all")
+    for (BenchColl coll : o.colls) print_comparison(stdout, coll, base.world_size, compare(results, coll));
 
   // Wrong counts are summed over ranks, so every rank exits non-zero alike.
   std::int64_t wrong = 0;

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job of the README: every transport available here x every
 # all-reduce algorithm, 2 ranks, 8 B to 64 MiB, side by side in one run;
-# ends with the summary table (fastest vs automatic choice per size) and
-# writes results/compare.json and results/compare.svg.
+# ends with the summary tables (fastest vs automatic choice per size, then comm
+# against the libraries' own collectives: MPI's MPI_Allreduce and Gloo's, the
+# transports' `native`) and writes results/compare.json and results/compare.svg.
+# With the mpi transport built, the job runs under mpirun (the ranks meet
+# through MPI: COMM_STORE=mpi), so that MPI is measured in the same job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -14,5 +17,17 @@ cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm_nccl 2>/dev
 mkdir -p results
 # Loopback only on a single host; on a real cluster drop these to let each library choose.
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_NET_IFACE=${FI_NET_IFACE:-lo}
-"$build"/bin/commrun -n 2 -- "$build"/bin/comm-bench --coll allreduce --transport all --algo all \
-  -b 8 -e 64M -f 4 --json results/compare.json --plot results/compare.svg "$@"
+bench=("$build"/bin/comm-bench --coll allreduce --transport all --algo all
+       -b 8 -e 64M -f 4 --json results/compare.json --plot results/compare.svg "$@")
+
+mpirun=$(sed -n 's/^COMM_MPIEXEC:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ -n "$mpirun" ] && [ -x "$mpirun" ]; then
+  mpirun_args=()
+  if "$mpirun" --version 2>/dev/null | grep -q "Open MPI"; then
+    # Open MPI refuses root without these; unbound ranks, as under commrun.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpirun_args=(--bind-to none)
+  fi
+  COMM_STORE=mpi exec "$mpirun" -np 2 "${mpirun_args[@]}" "${bench[@]}"
+fi
+exec "$build"/bin/commrun -n 2 -- "${bench[@]}"

@@ -5,6 +5,7 @@ set -euo pipefail
 
 apt_packages=(build-essential cmake ninja-build pkg-config python3-pip python3-dev python3-venv
               libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev
+              openmpi-bin libopenmpi-dev
               clang libclang-rt-14-dev)
 missing=()
 for p in "${apt_packages[@]}"; do

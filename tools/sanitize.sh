@@ -16,7 +16,7 @@ LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp \
 
 echo "sanitize: thread"
 cmake -S . -B build-tsan "${common[@]}" -DCOMM_SANITIZE=thread -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF \
-  -DCOMM_WITH_GLOO=OFF -DCOMM_BUILD_TOOLS=OFF >/dev/null
+  -DCOMM_WITH_GLOO=OFF -DCOMM_WITH_MPI=OFF -DCOMM_BUILD_TOOLS=OFF >/dev/null
 cmake --build build-tsan -j"$jobs"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
   ctest --test-dir build-tsan --output-on-failure --no-tests=error -L unit

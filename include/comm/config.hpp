@@ -8,11 +8,13 @@
 ///   COMM_RANK, COMM_WORLD_SIZE, COMM_LOCAL_RANK   this rank, the group size, rank on this host
 ///     fallbacks: RANK/WORLD_SIZE/LOCAL_RANK (torchrun), SLURM_PROCID/SLURM_NTASKS/
 ///     SLURM_LOCALID (Slurm), OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (Open MPI)
-///   COMM_STORE        "host:port" (TCP store; rank 0 hosts it) or "file:/dir"
+///   COMM_STORE        "host:port" (TCP store; rank 0 hosts it), "file:/dir", or "mpi" (under
+///                     mpirun: rank 0 hosts a TCP store whose address MPI broadcasts; the
+///                     default of the mpi transport)
 ///                     fallback: MASTER_ADDR:MASTER_PORT (torchrun)
 ///   COMM_STORE_TOKEN  shared secret a client must prove to the TCP store
 ///   COMM_STORE_BIND   address the rank-0 TCP store listens on (default: the store host)
-///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, nccl, or a registered one;
+///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, mpi, nccl, or a registered one;
 ///                     unset: local when all ranks are threads of one process, else the
 ///                     best host transport built in (ucx, then ofi, then gloo)
 ///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
@@ -51,8 +53,8 @@ struct COMM_API Config {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  /// "" (in-process: the caller passes a Store or world_size is 1),
-  /// "host:port", or "file:/dir".
+  /// "" (in-process: the caller passes a Store or world_size is 1; the mpi
+  /// transport: "mpi"), "host:port", "file:/dir", or "mpi".
   std::string store;
   std::string store_token;
   std::string store_bind;

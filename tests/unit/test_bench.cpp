@@ -1,6 +1,7 @@
 // comm-bench internals (statistics, busbw factors, layouts, option parsing,
 // JSON output, reference data), the tuning file, and start-up calibration.
 
+#include "tools/bench/compare.hpp"
 #include "tools/bench/data.hpp"
 #include "tools/bench/json_writer.hpp"
 #include "tools/bench/options.hpp"
@@ -291,6 +292,50 @@ TEST_CASE("summary picks the fastest algorithm and the auto ratio") {
   CHECK(rows[1].best == "ring");
   CHECK(rows[1].ratio() == doctest::Approx(1.0));
   CHECK(rows[1].auto_us < 0);
+}
+
+TEST_CASE("comparison: comm's best and auto across transports against each library's native") {
+  auto res = [](std::string transport, std::string algo, std::size_t bytes, double us, std::string ran = "") {
+    Result r;
+    r.transport = std::move(transport);
+    r.algo = std::move(algo);
+    r.ran = ran.empty() ? r.algo : ran;
+    r.layout.bytes = bytes;
+    r.time_us = us;
+    return r;
+  };
+  std::vector<Result> all = {
+      res("ucx", "ring", 8, 3.0), res("ucx", "auto", 8, 3.1, "ring"), res("mpi", "direct", 8, 2.0),
+      res("mpi", "native", 8, 0.5), res("mpi", "auto", 8, 2.2, "direct"), res("gloo", "native", 8, 100.0),
+      res("gloo", "native_bcube", 8, 0.1),  // the library's own, never "comm best"
+      res("ucx", "ring", 64, 4.0), res("ucx", "auto", 64, 4.0, "ring"), res("mpi", "native", 64, 8.0)};
+  Result other = res("mpi", "native", 8, 0.01);
+  other.coll = BenchColl::broadcast;  // another collective: ignored
+  all.push_back(other);
+  const Comparison c = compare(all, BenchColl::allreduce);
+  REQUIRE(c.native_transports == std::vector<std::string>{"mpi", "gloo"});
+  REQUIRE(c.rows.size() == 2);
+  CHECK(c.rows[0].bytes == 8);
+  CHECK(c.rows[0].best.transport == "mpi");
+  CHECK(c.rows[0].best.algo == "direct");
+  CHECK(c.rows[0].automatic.transport == "mpi");
+  CHECK(c.rows[0].automatic.algo == "direct");
+  CHECK(c.rows[0].automatic.us == 2.2);
+  CHECK(c.rows[0].natives[0].us == 0.5);
+  CHECK(c.rows[0].natives[1].us == 100.0);
+  CHECK(c.rows[1].automatic.us == 4.0);
+  CHECK(c.rows[1].natives[0].us == 8.0);
+  CHECK(c.rows[1].natives[1].us < 0);  // gloo native not measured at 64 B
+
+  char text[4096] = {};
+  std::FILE* f = fmemopen(text, sizeof text - 1, "w");
+  print_comparison(f, BenchColl::allreduce, 2, c);
+  std::fclose(f);
+  const std::string out = text;
+  CHECK(out.find("native on mpi, gloo") != std::string::npos);
+  CHECK(out.find("mpi/direct") != std::string::npos);
+  CHECK(out.find("4.400") != std::string::npos);  // auto/mpi at 8 B: 2.2 / 0.5
+  CHECK(out.find("0.500") != std::string::npos);  // auto/mpi at 64 B: 4.0 / 8.0
 }
 
 TEST_CASE("half and bfloat16 conversions") {
