@@ -125,7 +125,10 @@ MpiTransport::MpiTransport(const TransportInit& init)
   base_name_ = describe_base(init.config);
   native_blocks_ = mpi_detail::native_blocks(init.config);
   setup_comm(init, base);
-  find_hosts();
+  // Hosts come from the communicator's peer table (create_transport fills it in if absent).
+  same_host_.assign(static_cast<std::size_t>(size_), false);
+  for (int r = 0; r < size_; ++r)
+    same_host_[static_cast<std::size_t>(r)] = init.peers && init.peers->same_host(rank_, r);
   ring_.assign(kRingSlots, std::vector<std::byte>(kSlotBytes));
   ring_requests_.assign(kRingSlots, MPI_REQUEST_NULL);
   for (std::size_t i = 0; i < kRingSlots; ++i) post_ring(i);
@@ -205,30 +208,6 @@ void MpiTransport::setup_comm(const TransportInit& init, MPI_Comm base) {
   if (me != rank_)
     throw Error(ErrorCode::internal, "mpi transport: rank " + std::to_string(rank_) + " is rank " +
                                          std::to_string(me) + " of its MPI communicator");
-}
-
-void MpiTransport::find_hosts() {
-  // MPI's own notion of "shares memory with": the ranks of MPI_COMM_TYPE_SHARED.
-  CallLock lock;
-  MPI_Comm local = MPI_COMM_NULL;
-  watch_.arm("MPI_Comm_split_type", 0, 0, timeout_);
-  const int rc = MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
-  watch_.disarm();
-  check(rc, "mpi transport: MPI_Comm_split_type");
-  int n = 0;
-  MPI_Comm_size(local, &n);
-  std::vector<int> local_ranks(static_cast<std::size_t>(n)), ours(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) local_ranks[static_cast<std::size_t>(i)] = i;
-  MPI_Group lg = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
-  MPI_Comm_group(local, &lg);
-  MPI_Comm_group(comm_, &cg);
-  MPI_Group_translate_ranks(lg, n, local_ranks.data(), cg, ours.data());
-  MPI_Group_free(&lg);
-  MPI_Group_free(&cg);
-  MPI_Comm_free(&local);
-  same_host_.assign(static_cast<std::size_t>(size_), false);
-  for (int r : ours)
-    if (r >= 0 && r < size_) same_host_[static_cast<std::size_t>(r)] = true;
 }
 
 MpiTransport::~MpiTransport() {

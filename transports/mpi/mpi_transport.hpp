@@ -113,7 +113,6 @@ class MpiTransport final : public Transport, public Shutdownable {
   };
 
   void setup_comm(const TransportInit& init, MPI_Comm base);
-  void find_hosts();
   void check_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
   void post_ring(std::size_t slot);
   bool drain_ring();
