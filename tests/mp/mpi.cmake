@@ -1,6 +1,6 @@
 # MPI transport (label `mpi`): the shared collective suite under mpirun on 2,
 # 3 and 4 ranks (every algorithm, MPI's `native` included, blocking and
-# polled), an MPI program that initialises MPI itself and hands comm its
+# polled), the transport's own point-to-point checks, an MPI program that initialises MPI itself and hands comm its
 # communicators, the frozen-peer timeouts, and what a SIGKILLed rank does to
 # an MPI job. No COMM_STORE: under mpirun the ranks meet through MPI.
 #
@@ -14,9 +14,11 @@ add_executable(comm-mpi-embed ${CMAKE_CURRENT_LIST_DIR}/mpi_embed.cpp)
 target_link_libraries(comm-mpi-embed PRIVATE comm::comm MPI::MPI_C)
 target_compile_definitions(comm-mpi-embed PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 comm_set_warnings(comm-mpi-embed)
-add_executable(comm-mpi-timeout ${CMAKE_CURRENT_LIST_DIR}/mpi_timeout.cpp)
-target_link_libraries(comm-mpi-timeout PRIVATE comm::comm)
-comm_set_warnings(comm-mpi-timeout)
+foreach(prog timeout p2p)
+  add_executable(comm-mpi-${prog} ${CMAKE_CURRENT_LIST_DIR}/mpi_${prog}.cpp)
+  target_link_libraries(comm-mpi-${prog} PRIVATE comm::comm)
+  comm_set_warnings(comm-mpi-${prog})
+endforeach()
 
 # Open MPI refuses root without these, and this machine has fewer cores than
 # ranks; binding would pin ranks of concurrent tests to the same cores.
@@ -58,6 +60,11 @@ endforeach()
 comm_mpi_test(NAME mp_mpi_suite_4 RANKS 4 TIMEOUT 300 COMMAND comm-mp-suite --quick)
 comm_mpi_test(NAME mp_mpi_suite_native_poll_3 RANKS 3 TIMEOUT 120 ENV COMM_MPI_NATIVE=poll
   COMMAND comm-mp-suite --algo native)
+
+# The transport's point-to-point semantics (1 MiB payload parts; ends with MPI_Abort by design).
+foreach(n 2 3)
+  comm_mpi_test(NAME mp_mpi_p2p_${n} RANKS ${n} TIMEOUT 120 PASS "comm-mpi-p2p: rank 0: PASS" COMMAND comm-mpi-p2p)
+endforeach()
 
 # A program that owns MPI: comm over MPI_COMM_WORLD and over MPI_Comm_split halves.
 foreach(level multiple funneled)

@@ -9,6 +9,7 @@
 
 #include <comm/store.hpp>
 
+#include <charconv>
 #include <cstring>
 #include <random>
 #include <unistd.h>
@@ -123,7 +124,11 @@ std::shared_ptr<Store> make_bootstrap_store(const Config& config) {
     throw Error(ErrorCode::store_failure, "COMM_STORE=mpi: malformed store address from rank 0: '" + msg + "'");
   TcpStoreOptions opt;
   opt.host = msg.substr(0, a);
-  opt.port = static_cast<std::uint16_t>(std::stoi(msg.substr(a + 1, b - a - 1)));
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(msg.data() + a + 1, msg.data() + b, port);
+  if (ec != std::errc{} || end != msg.data() + b || port == 0 || port > 65535)
+    throw Error(ErrorCode::store_failure, "COMM_STORE=mpi: malformed store port from rank 0: '" + msg + "'");
+  opt.port = static_cast<std::uint16_t>(port);
   opt.is_server = false;
   opt.token = msg.substr(b + 1);
   opt.connect_timeout = config.timeout;

@@ -16,6 +16,7 @@
 #include "util/log.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <thread>
 
@@ -29,7 +30,8 @@ constexpr int kControlTag = 0;
 constexpr std::size_t kInline = 8192;  // payload bytes carried inside a control message
 constexpr std::size_t kRingSlots = 32;
 constexpr std::size_t kSlotBytes = sizeof(MpiTransport::Header) + kInline;
-constexpr std::size_t kMaxPart = std::size_t{1} << 30;  // MPI counts are int
+constexpr std::size_t kMaxPart = std::size_t{1} << 30;  // default largest MPI message: counts are int
+constexpr const char* kMaxPartOption = "mpi.max_part_bytes";
 constexpr std::size_t kSpareBuffers = 64;
 constexpr int kGroupTag = 0x636d;  // MPI_Comm_create_group's tag for our sub-communicators
 
@@ -43,8 +45,17 @@ constexpr double kSelfAlphaUs = 0.3, kSelfBetaGbps = 10.0;
 constexpr double kShmAlphaUs = 0.8, kShmBetaGbps = 5.0;
 constexpr double kNetAlphaUs = 15.0, kNetBetaGbps = 2.5;
 
-std::uint32_t parts_for(std::size_t bytes) {
-  return static_cast<std::uint32_t>(std::max<std::size_t>(1, (bytes + kMaxPart - 1) / kMaxPart));
+std::size_t part_bytes(std::size_t bytes, std::uint32_t parts) { return (bytes + parts - 1) / parts; }
+
+std::size_t max_part_option(const Config* config) {
+  if (!config) return kMaxPart;
+  const auto it = config->transport_options.find(kMaxPartOption);
+  if (it == config->transport_options.end()) return kMaxPart;
+  const std::size_t v = parse_bytes(it->second, std::string("transport option ") + kMaxPartOption);
+  if (v == 0 || v > static_cast<std::size_t>(INT_MAX))
+    throw Error(ErrorCode::invalid_config, std::string("transport option ") + kMaxPartOption + "='" + it->second +
+                                               "' must be between 1 B and INT_MAX bytes (MPI counts are int)");
+  return v;
 }
 
 std::string tag_text(std::uint64_t tag) {
@@ -99,6 +110,7 @@ struct MpiTransport::Op {
   std::uint64_t id = 0;      ///< large messages: the sender's number of this message
   bool matched = false;      ///< recv: a message was assigned to it
   std::size_t received = 0;  ///< recv: bytes of that message
+  std::uint32_t parts = 1;   ///< large messages: payload messages (the sender decides)
   int parts_left = 0;        ///< payload requests still outstanding
 };
 
@@ -124,6 +136,7 @@ MpiTransport::MpiTransport(const TransportInit& init)
   const MPI_Comm base = base_comm(init.config);
   base_name_ = describe_base(init.config);
   native_blocks_ = mpi_detail::native_blocks(init.config);
+  max_part_ = max_part_option(init.config);
   setup_comm(init, base);
   // Hosts come from the communicator's peer table (create_transport fills it in if absent).
   same_host_.assign(static_cast<std::size_t>(size_), false);
@@ -327,10 +340,11 @@ void MpiTransport::isend(int peer, std::uint64_t tag, const void* data, std::siz
   op->data = static_cast<std::byte*>(const_cast<void*>(data));  // only read
   op->bytes = bytes;
   op->id = next_id_[static_cast<std::size_t>(peer)]++;
+  op->parts = static_cast<std::uint32_t>((bytes + max_part_ - 1) / max_part_);
   Op* raw = op.get();
   ops_[&c] = std::move(op);
   awaiting_cts_[{peer, raw->id}] = raw;
-  send_control(peer, Header{kRts, parts_for(bytes), tag, bytes, raw->id}, nullptr, 0, raw);
+  send_control(peer, Header{kRts, raw->parts, tag, bytes, raw->id}, nullptr, 0, raw);
 }
 
 void MpiTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
@@ -377,11 +391,12 @@ void MpiTransport::send_control(int peer, const Header& h, const void* payload, 
 }
 
 void MpiTransport::post_payload(Op& op, bool is_send, int tag) {
-  const std::uint32_t parts = parts_for(op.is_send ? op.bytes : op.received);
+  // The sender's part count decides the split, so ranks need not agree on max_part_.
   const std::size_t total = op.is_send ? op.bytes : op.received;
-  for (std::uint32_t p = 0; p < parts; ++p) {
-    const std::size_t offset = static_cast<std::size_t>(p) * kMaxPart;
-    const int n = static_cast<int>(std::min(kMaxPart, total - offset));
+  const std::size_t each = part_bytes(total, op.parts);
+  for (std::uint32_t p = 0; p < op.parts; ++p) {
+    const std::size_t offset = static_cast<std::size_t>(p) * each;
+    const int n = static_cast<int>(std::min(each, total - offset));
     MPI_Request req = MPI_REQUEST_NULL;
     const int rc = is_send ? MPI_Isend(op.data + offset, n, MPI_BYTE, op.peer, tag, comm_, &req)
                            : MPI_Irecv(op.data + offset, n, MPI_BYTE, op.peer, tag, comm_, &req);
@@ -458,7 +473,13 @@ void MpiTransport::accept_rts(Op& op, std::uint64_t id, std::uint32_t parts, std
   op.matched = true;
   op.id = id;
   op.received = bytes;
-  if (bytes > op.bytes || parts != parts_for(bytes)) {
+  op.parts = parts;
+  if (parts == 0 || part_bytes(bytes, parts) > static_cast<std::size_t>(INT_MAX)) {
+    mark_failed("malformed announcement from rank " + std::to_string(op.peer) + ": " + std::to_string(bytes) +
+                " B in " + std::to_string(parts) + " parts");
+    return;
+  }
+  if (bytes > op.bytes) {
     send_control(op.peer, Header{kCtsRefused, 0, op.tag, bytes, id}, nullptr, 0, nullptr);
     finish_op(op, false, ErrorCode::mismatch,
               "rank " + std::to_string(op.peer) + " sent " + std::to_string(bytes) + " B with tag " + tag_text(op.tag) +
@@ -575,7 +596,25 @@ bool MpiTransport::progress() {
   CallLock lock;
   bool moved = drain_ring();
   moved = drain_requests() || moved;
+  if (failed_.load(std::memory_order_relaxed) && !ops_.empty()) {
+    fail_pending();
+    moved = true;
+  }
   return moved;
+}
+
+void MpiTransport::fail_pending() {
+  // Nothing more will arrive through a failed transport: fail what waits now
+  // rather than at each operation's deadline. MPI may still hold payloads.
+  for (Pending& p : pending_) p.op = nullptr;
+  posted_.clear();
+  awaiting_cts_.clear();
+  std::vector<std::unique_ptr<Op>> ops;
+  for (auto& entry : ops_) ops.push_back(std::move(entry.second));
+  ops_.clear();
+  for (const auto& op : ops)
+    op->c->fail(ErrorCode::transport_failure, describe(*op) + ": the mpi transport on rank " + std::to_string(rank_) +
+                                                  " failed: " + failed_reason_);
 }
 
 void MpiTransport::wait(Clock::time_point deadline) {

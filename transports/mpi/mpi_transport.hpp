@@ -126,6 +126,7 @@ class MpiTransport final : public Transport, public Shutdownable {
   void send_control(int peer, const Header& h, const void* payload, std::size_t payload_bytes, Op* op);
   void post_payload(Op& op, bool is_send, int payload_tag);
   void finish_op(Op& op, bool ok, ErrorCode code, std::string message);
+  void fail_pending();
   void fail_mpi(Op* op, int rc, std::string_view what);
   std::vector<std::byte> take_buffer(std::size_t bytes);
   int payload_tag(std::uint64_t id) const noexcept;
@@ -138,6 +139,7 @@ class MpiTransport final : public Transport, public Shutdownable {
   std::string base_name_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tag_ub_ = 32767;
+  std::size_t max_part_ = 0;  ///< largest payload message (transport option mpi.max_part_bytes, default 1 GiB)
   std::vector<bool> same_host_;
   Watch watch_;
   MpiNative native_;
