@@ -87,3 +87,9 @@ if(COMM_MPIRUN_ARGS)
     PASS "process rank 1 with PID [0-9]+ on node [^ ]+ exited on signal 9"
     COMMAND comm-mp-suite --kill-rank 1 --kill-after 5)
 endif()
+
+# The main job's shape, small: every transport under mpirun (COMM_STORE=mpi),
+# results checked, ending with the per-size comparison against MPI's native.
+comm_mpi_test(NAME mp_mpi_bench_all_2 RANKS 2 TIMEOUT 240 ENV COMM_STORE=mpi UCX_NET_DEVICES=lo FI_TCP_IFACE=lo
+  PASS "comparison \\(allreduce, 2 ranks\\)[^\n]*native on [a-z, ]*mpi.*\n +4096 [^\n]*\n# wrong elements: 0 OK"
+  COMMAND comm-bench --coll allreduce --transport all --algo all -b 8 -e 4K -f 8 -n 10 -w 2 -c 1 --quiet)
