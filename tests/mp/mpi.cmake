@@ -30,6 +30,13 @@ if(_comm_mpirun_version MATCHES "Open MPI|OpenRTE")
   set(COMM_MPIRUN_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
 endif()
 
+# Under ASan, LeakSanitizer must unwind through Open MPI's (unloaded) components
+# to reach the libraries that tests/sanitizers/lsan.supp names.
+if(COMM_SANITIZE MATCHES "address")
+  list(APPEND COMM_MPIRUN_ENV
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/sanitizers/lsan.supp:fast_unwind_on_malloc=0")
+endif()
+
 function(comm_mpi_test)
   cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;RANKS;TIMEOUT;PASS" "LABELS;ENV;COMMAND")
   if(NOT T_TIMEOUT)
