@@ -290,23 +290,12 @@ std::string describe_base(const Config* config) {
 }
 
 bool native_blocks(const Config* config) {
-  std::string value, source;
-  if (config) {
-    const auto it = config->transport_options.find(kNativeOption);
-    if (it != config->transport_options.end()) {
-      value = it->second;
-      source = std::string("transport option ") + kNativeOption;
-    }
-  }
-  if (source.empty()) {
-    const char* env = std::getenv("COMM_MPI_NATIVE");
-    if (env && *env) {
-      value = env;
-      source = "COMM_MPI_NATIVE";
-    }
-  }
-  if (source.empty() || value == "block") return true;
+  const std::string value = config ? config->transport_option("mpi", "native") : std::string();
+  if (value.empty() || value == "block") return true;
   if (value == "poll") return false;
+  const std::string source = config->transport_options.count(kNativeOption)
+                                 ? std::string("transport option ") + kNativeOption
+                                 : Config::transport_option_variable("mpi", "native");
   throw Error(ErrorCode::invalid_config,
               source + "='" + value +
                   "' is not valid: expected 'block' (MPI's blocking collectives; a timeout aborts the job) or "

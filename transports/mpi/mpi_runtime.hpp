@@ -28,7 +28,7 @@ namespace comm::mpi_detail {
 /// handle, MPI_Comm_c2f, in decimal); include/comm/mpi.hpp sets it.
 inline constexpr const char* kCommOption = "mpi.comm";
 /// "block" (MPI's blocking collectives, watched) or "poll" (non-blocking ones
-/// polled to our deadline); the environment variable COMM_MPI_NATIVE is the fallback.
+/// polled to our deadline); Config::transport_option: else COMM_MPI_NATIVE.
 inline constexpr const char* kNativeOption = "mpi.native";
 
 /// MPI_Error_string of `code`, e.g. "MPI_ERR_TRUNCATE: message truncated".

@@ -48,13 +48,15 @@ constexpr double kNetAlphaUs = 15.0, kNetBetaGbps = 2.5;
 std::size_t part_bytes(std::size_t bytes, std::uint32_t parts) { return (bytes + parts - 1) / parts; }
 
 std::size_t max_part_option(const Config* config) {
-  if (!config) return kMaxPart;
-  const auto it = config->transport_options.find(kMaxPartOption);
-  if (it == config->transport_options.end()) return kMaxPart;
-  const std::size_t v = parse_bytes(it->second, std::string("transport option ") + kMaxPartOption);
+  const std::string text = config ? config->transport_option("mpi", "max_part_bytes") : std::string();
+  if (text.empty()) return kMaxPart;
+  const std::string source = config->transport_options.count(kMaxPartOption)
+                                 ? std::string("transport option ") + kMaxPartOption
+                                 : Config::transport_option_variable("mpi", "max_part_bytes");
+  const std::size_t v = parse_bytes(text, source);
   if (v == 0 || v > static_cast<std::size_t>(INT_MAX))
-    throw Error(ErrorCode::invalid_config, std::string("transport option ") + kMaxPartOption + "='" + it->second +
-                                               "' must be between 1 B and INT_MAX bytes (MPI counts are int)");
+    throw Error(ErrorCode::invalid_config,
+                source + "='" + text + "' must be between 1 B and INT_MAX bytes (MPI counts are int)");
   return v;
 }
 
