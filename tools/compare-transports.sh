@@ -23,7 +23,7 @@ bench=("$build"/bin/comm-bench --coll allreduce --transport all --algo all
 mpirun=$(sed -n 's/^COMM_MPIEXEC:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
 if [ -n "$mpirun" ] && [ -x "$mpirun" ]; then
   mpirun_args=()
-  if "$mpirun" --version 2>/dev/null | grep -q "Open MPI"; then
+  if "$mpirun" --version 2>/dev/null | grep -qE "Open MPI|OpenRTE"; then
     # Open MPI refuses root without these; unbound ranks, as under commrun.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     mpirun_args=(--bind-to none)
