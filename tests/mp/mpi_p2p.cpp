@@ -10,8 +10,9 @@
 //   receiver (inline) with `mismatch` naming both sizes; usage errors;
 //   links (self, shm); interrupt() wakes wait(); cancel of an unmatched receive.
 //
-// Rank 0 prints "comm-mpi-p2p: rank 0: PASS". The cancel marks the job failed,
-// so it ends with MPI_Abort by design (see transports/mpi/README.md).
+// Rank 0 prints "comm-mpi-p2p: rank 0: PASS" once every rank has passed. The
+// cancel marks the job failed, so it ends with MPI_Abort by design (see
+// transports/mpi/README.md).
 
 #include <comm/comm.hpp>
 
@@ -245,11 +246,21 @@ int main() {
     usage_errors(*t);
     meet(*t, *store, "checked");
     wait_and_cancel(*t);
-    std::printf("comm-mpi-p2p: rank %d: PASS\n", cfg.rank);
-    // Rank 0 hosts the store: it leaves last, once everyone is done with it.
+    // Rank 0 says PASS once every rank has passed; nobody leaves before that,
+    // because the first rank to leave ends the job (MPI_Abort: the cancel above
+    // marked it failed) and rank 0 hosts the store.
     store->set("done/" + std::to_string(cfg.rank), "1");
-    if (cfg.rank == 0)
+    if (cfg.rank == 0) {
       for (int r = 1; r < cfg.world_size; ++r) store->get("done/" + std::to_string(r), std::chrono::seconds(30));
+      std::printf("comm-mpi-p2p: rank 0: PASS (all %d ranks)\n", cfg.world_size);
+      store->set("passed", "1");
+    } else {
+      // Rank 0 leaving (the store with it) is its verdict, PASS or FAIL, already printed.
+      try {
+        store->get("passed", std::chrono::seconds(30));
+      } catch (const comm::Error&) {
+      }
+    }
   } catch (const comm::Error& e) {
     fail(std::string(comm::to_string(e.code())) + ": " + e.what());
   }
