@@ -25,9 +25,12 @@ namespace comm::algo {
 //   all_to_allv     input[send_displs[j], +send_counts[j]) -> rank j's
 //                   output[recv_displs[rank], +recv_counts[rank]).
 //   barrier         count 0; exchanges zero-element messages only.
-// Input/output aliasing: for allreduce input == output exactly; an algorithm
-// must never read input[x] after a step has written output[x]. (For the other
-// collectives the executor removes partial overlaps before running.)
+// Input/output aliasing: when `in_place` is set, input and output are one
+// buffer (same address, same size): an algorithm must never read input[x]
+// after a step has written output[x]. The executor passes in_place only for
+// that exact form; any other overlap (the in-place allgather and
+// reduce_scatter of the public API among them) it removes by copying the
+// input first. Broadcast's buffers always alias, in_place or not.
 struct AlgoArgs {
   Collective collective = Collective::allreduce;
   int rank = 0;
@@ -36,6 +39,7 @@ struct AlgoArgs {
   std::size_t elem_size = 4;
   int root = 0;
   std::size_t chunk_elems = 1;  // pipeline chunk, >= 1 (from Config::chunk_bytes)
+  bool in_place = false;        // input and output are the same buffer (see above)
   std::span<const std::size_t> send_counts{};  // all_to_allv only, nranks entries each
   std::span<const std::size_t> send_displs{};
   std::span<const std::size_t> recv_counts{};

@@ -24,8 +24,9 @@ void build_all_to_all_bruck(const AlgoArgs& a, ScheduleBuilder& b) {
   std::vector<StepId> written(nn, kNoStep);  // the last step that wrote slot i
   const StepId head = b.copy(slot(0, nn - r), in_region(r * count, (nn - r) * count));
   for (std::size_t i = 0; i < nn - r; ++i) written[i] = head;
+  StepId tail = kNoStep;
   if (r > 0) {
-    const StepId tail = b.copy(slot(nn - r, r), in_region(0, r * count));
+    tail = b.copy(slot(nn - r, r), in_region(0, r * count));
     for (std::size_t i = nn - r; i < nn; ++i) written[i] = tail;
   }
   std::size_t area = nn * count;
@@ -63,7 +64,8 @@ void build_all_to_all_bruck(const AlgoArgs& a, ScheduleBuilder& b) {
   }
   for (std::size_t i = 0; i < nn; ++i) {
     const auto from = static_cast<std::size_t>(mod(a.rank - static_cast<long long>(i), n));
-    b.copy(out_region(from * count, count), slot(i), Deps{written[i]});
+    // After both rotations have read the input: in place, the output is the input.
+    b.copy(out_region(from * count, count), slot(i), Deps{written[i], head, tail});
   }
   b.need_scratch(area);
 }

@@ -115,22 +115,39 @@ class COMM_API Communicator {
 
   // ---- collectives (blocking). Counts are in elements of the views' dtype.
 
-  /// out[i] = op over ranks of in[i]. in and out have equal count and dtype;
-  /// in.data == out.data is in-place.
+  /// out[i] = op over ranks of in[i]. in and out have equal count and dtype.
+  /// In place: in.data == out.data (MPI_IN_PLACE / NCCL sendbuff == recvbuff);
+  /// no extra copy.
   void allreduce(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
   void allreduce(View inout, ReduceOp op, const CallOptions& opts = {});
   /// in holds size()*out.count elements; rank r receives block r of the reduction.
+  /// In place (NCCL's convention): out.data == in.data + rank()*out.count,
+  /// i.e. out is this rank's block of in; the other blocks of in are left as
+  /// they were. Any other overlap of in and out is also correct; every in-place
+  /// form costs one copy of in first.
   void reduce_scatter(ConstView in, View out, ReduceOp op, const CallOptions& opts = {});
   /// out holds size()*in.count elements; block r comes from rank r.
+  /// In place (MPI_IN_PLACE's and NCCL's convention): in.data == out.data +
+  /// rank()*in.count, i.e. in is this rank's block of out, already filled. Any
+  /// other overlap is also correct; overlapping forms cost a copy of in (in.count).
   void allgather(ConstView in, View out, const CallOptions& opts = {});
-  /// Copies root's buffer to every rank (in place).
+  /// Copies root's buffer to every rank; always in place (one buffer).
   void broadcast(View buffer, int root, const CallOptions& opts = {});
   /// Reduction delivered to `root` only; out is ignored (may be empty) elsewhere.
+  /// In place: in.data == out.data on the root (MPI_IN_PLACE at the root); on
+  /// the other ranks in is only read, whatever out is.
   void reduce(ConstView in, View out, ReduceOp op, int root, const CallOptions& opts = {});
   /// in and out hold size() blocks of in.count/size() elements; block j of
   /// rank i's in becomes block i of rank j's out.
+  /// In place: in.data == out.data (MPI_IN_PLACE); every algorithm supports it
+  /// (pairwise stages about half the blocks in scratch). A partial overlap is
+  /// also correct but costs a copy of in. NCCL's `native` rejects any overlap.
   void all_to_all(ConstView in, View out, const CallOptions& opts = {});
   /// Variable all-to-all: per-peer counts and displacements (elements).
+  /// In place: in.data == out.data with in.count == out.count; the send and
+  /// receive layouts may differ inside that one buffer, and what no received
+  /// block covers keeps its value. Received blocks are staged in scratch.
+  /// Other overlaps are also correct but cost a copy of in.
   void all_to_allv(ConstView in, std::span<const std::size_t> send_counts,
                    std::span<const std::size_t> send_displs, View out,
                    std::span<const std::size_t> recv_counts,

@@ -12,25 +12,17 @@ namespace comm::detail {
 namespace {
 
 // One operation of the host engine: the Execution plus what the call needs
-// around it (an input snapshot, scratch, the avg division at the end).
+// around it (an input copy, scratch, the avg division at the end).
 class ScheduleRun final : public Run {
  public:
   ScheduleRun(Transport& t, ScratchPool& pool) : exec_(t), pool_(pool) {}
 
   void start(std::shared_ptr<const Schedule> schedule, const Call& call, std::uint64_t tag_base, int world_size) {
     const std::size_t esize = dtype_size(call.dtype);
-    ExecBuffers bufs{static_cast<const std::byte*>(call.input), static_cast<std::byte*>(call.output), nullptr};
-    // A partially overlapping input would be overwritten while still being
-    // read; snapshot it (exact aliasing is the supported in-place form).
-    const auto* in = static_cast<const std::byte*>(call.input);
-    const auto* out = static_cast<const std::byte*>(call.output);
-    const bool partial = in && out && in != out && in < out + call.out_bytes && out < in + call.in_bytes;
-    const bool resized = in && in == out && call.in_bytes != call.out_bytes;
-    input_copy_.clear();
-    if (partial || resized) {
-      input_copy_.assign(in, in + call.in_bytes);
-      bufs.input = input_copy_.data();
-    }
+    // Schedules take exact aliasing (AlgoArgs::in_place); any other overlap
+    // would overwrite input still to be read, so that input is copied first.
+    ExecBuffers bufs{static_cast<const std::byte*>(call.input_for(true, input_copy_)),
+                     static_cast<std::byte*>(call.output), nullptr};
     if (schedule->scratch_count) {
       scratch_ = pool_.acquire(schedule->scratch_count * esize);
       bufs.scratch = scratch_.data.get();

@@ -4,7 +4,9 @@
 
 #include "engine/engine.hpp"
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace comm::detail {
 namespace {
@@ -23,7 +25,13 @@ class NativeEngine final : public Engine {
   }
 
   void start(Operation& op, const Call& call) override {
-    native_.run(args(call, op.timeout, op.seq), op.algorithm);
+    CollectiveArgs a = args(call, op.timeout, op.seq);
+    // Native collectives are taken in place only where their libraries
+    // promise it (allreduce, broadcast); otherwise the input is copied first.
+    const bool exact_ok = call.collective == Collective::allreduce || call.collective == Collective::broadcast;
+    a.send = call.input_for(exact_ok, input_copy_);
+    native_.run(a, op.algorithm);
+    input_copy_ = {};
     op.state = Operation::State::done;
   }
 
@@ -53,6 +61,7 @@ class NativeEngine final : public Engine {
 
   Transport& transport_;
   NativeCollectives& native_;
+  std::vector<std::byte> input_copy_;  // of an input overlapping the output, during run()
 };
 
 }  // namespace

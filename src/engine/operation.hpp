@@ -38,6 +38,21 @@ struct Call {
 
   bool p2p() const noexcept { return collective == Collective::send || collective == Collective::recv; }
   std::size_t bytes() const noexcept { return in_bytes > out_bytes ? in_bytes : out_bytes; }
+  // Input and output are one buffer: same address, same size (AlgoArgs::in_place).
+  bool in_place() const noexcept { return input && input == output && in_bytes == out_bytes; }
+  // The input an engine runs from: `input`, or a copy of it in `copy` where
+  // it overlaps the output in a way the engine cannot take: any overlap,
+  // except exact aliasing when `exact_alias_ok`. Host memory only (device
+  // buffers are the stream engine's and NCCL's to check).
+  const void* input_for(bool exact_alias_ok, std::vector<std::byte>& copy) const {
+    const auto* in = static_cast<const std::byte*>(input);
+    const auto* out = static_cast<const std::byte*>(output);
+    const bool overlap = in && out && in < out + out_bytes && out < in + in_bytes;
+    copy.clear();
+    if (!overlap || (exact_alias_ok && in_place()) || memory != MemoryKind::host) return input;
+    copy.assign(in, in + in_bytes);
+    return copy.data();
+  }
 };
 
 // The engine-side state of a running operation. advance() never blocks.

@@ -13,6 +13,7 @@ algo::AlgoArgs algo_args(const Call& call, int rank, int world_size, std::size_t
   args.elem_size = dtype_size(call.dtype);
   args.root = call.root;
   args.chunk_elems = std::max<std::size_t>(1, chunk_bytes / args.elem_size);
+  args.in_place = call.in_place();  // any other overlap the engine copies away
   args.send_counts = call.send_counts;
   args.send_displs = call.send_displs;
   args.recv_counts = call.recv_counts;
@@ -22,7 +23,7 @@ algo::AlgoArgs algo_args(const Call& call, int rank, int world_size, std::size_t
 
 std::shared_ptr<const Schedule> PlanCache::get(const algo::Algorithm& a, const algo::AlgoArgs& args) {
   const bool cacheable = args.collective != Collective::all_to_allv;
-  const Key key{&a, args.count, args.elem_size, args.root, args.chunk_elems};
+  const Key key{&a, args.count, args.elem_size, args.root, args.chunk_elems, args.in_place};
   if (cacheable) {
     for (auto& [k, s] : recent_)
       if (s && k == key) return s;

@@ -28,7 +28,7 @@ class PlanCache {
   std::shared_ptr<const Schedule> get(const algo::Algorithm& a, const algo::AlgoArgs& args);
 
  private:
-  using Key = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t>;
+  using Key = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t, bool>;
   std::map<Key, std::shared_ptr<const Schedule>> plans_;
   std::array<std::pair<Key, std::shared_ptr<const Schedule>>, 4> recent_{};
   std::size_t recent_next_ = 0;

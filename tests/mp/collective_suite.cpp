@@ -1,5 +1,5 @@
 // comm-mp-suite: every collective x every algorithm the communicator offers x
-// counts x dtypes x ops, in real processes (run it under commrun). Each rank
+// counts x dtypes x ops, in place and out of place, in real processes (run it under commrun). Each rank
 // checks its own results against values it computes independently.
 //
 //   comm-mp-suite [--quick] [--algo NAME] [--coll NAME]
@@ -189,26 +189,31 @@ class Suite {
     return "";
   }
 
-  std::string reduce_scatter(const std::string& algo, DataType t, ReduceOp op, std::size_t count) {
-    const std::size_t total = count * static_cast<std::size_t>(n_);
+  // In place: the output is this rank's block of the input.
+  std::string reduce_scatter(const std::string& algo, DataType t, ReduceOp op, std::size_t count, bool in_place) {
+    const std::size_t total = count * static_cast<std::size_t>(n_), mine = static_cast<std::size_t>(r_) * count;
     Buffer in(t, total), out(t, count);
     for (std::size_t i = 0; i < total; ++i) in.set(i, suite::input_value(r_, i, t, op));
-    c_.reduce_scatter(comm::ConstView{in.data(), total, t}, comm::View{out.data(), count, t}, op, call(algo));
+    c_.reduce_scatter(comm::ConstView{in.data(), total, t}, comm::View{in_place ? in.at(mine) : out.data(), count, t},
+                      op, call(algo));
     for (std::size_t i = 0; i < count; ++i) {
-      const double want = suite::expected_reduction(n_, static_cast<std::size_t>(r_) * count + i, t, op);
-      if (!suite::close_enough(t, out.get(i), want)) return mismatch(i, out.get(i), want);
+      const double want = suite::expected_reduction(n_, mine + i, t, op);
+      const double got = in_place ? in.get(mine + i) : out.get(i);
+      if (!suite::close_enough(t, got, want)) return mismatch(i, got, want);
     }
     return "";
   }
 
-  std::string reduce(const std::string& algo, DataType t, ReduceOp op, std::size_t count, int root) {
+  std::string reduce(const std::string& algo, DataType t, ReduceOp op, std::size_t count, int root, bool in_place) {
     Buffer in(t, count), out(t, count);
     for (std::size_t i = 0; i < count; ++i) in.set(i, suite::input_value(r_, i, t, op));
-    c_.reduce(comm::ConstView{in.data(), count, t}, comm::View{out.data(), count, t}, op, root, call(algo));
-    if (r_ != root) return "";
+    Buffer& res = in_place ? in : out;
+    c_.reduce(comm::ConstView{in.data(), count, t}, comm::View{res.data(), count, t}, op, root, call(algo));
     for (std::size_t i = 0; i < count; ++i) {
-      const double want = suite::expected_reduction(n_, i, t, op);
-      if (!suite::close_enough(t, out.get(i), want)) return mismatch(i, out.get(i), want);
+      // Off the root an in-place buffer is only an input: it must be intact.
+      const double want = r_ == root ? suite::expected_reduction(n_, i, t, op) : suite::input_value(r_, i, t, op);
+      if (r_ != root && !in_place) break;
+      if (!suite::close_enough(t, res.get(i), want)) return mismatch(i, res.get(i), want);
     }
     return "";
   }
@@ -217,10 +222,13 @@ class Suite {
 
   static double value(int rank, std::size_t i, DataType t) { return suite::input_value(rank, i, t, ReduceOp::sum); }
 
-  std::string allgather(const std::string& algo, DataType t, std::size_t count) {
+  // In place: the input is this rank's block of the output.
+  std::string allgather(const std::string& algo, DataType t, std::size_t count, bool in_place) {
     Buffer in(t, count), out(t, count * static_cast<std::size_t>(n_));
-    for (std::size_t i = 0; i < count; ++i) in.set(i, value(r_, i, t));
-    c_.allgather(comm::ConstView{in.data(), count, t}, comm::View{out.data(), out.count(), t}, call(algo));
+    const std::size_t mine = static_cast<std::size_t>(r_) * count;
+    for (std::size_t i = 0; i < count; ++i) (in_place ? out : in).set(in_place ? mine + i : i, value(r_, i, t));
+    c_.allgather(comm::ConstView{in_place ? out.at(mine) : in.data(), count, t},
+                 comm::View{out.data(), out.count(), t}, call(algo));
     for (int q = 0; q < n_; ++q)
       for (std::size_t i = 0; i < count; ++i) {
         const std::size_t at = static_cast<std::size_t>(q) * count + i;
@@ -238,9 +246,10 @@ class Suite {
     return "";
   }
 
-  std::string all_to_all(const std::string& algo, DataType t, std::size_t block) {
+  std::string all_to_all(const std::string& algo, DataType t, std::size_t block, bool in_place) {
     const std::size_t total = block * static_cast<std::size_t>(n_);
-    Buffer in(t, total), out(t, total);
+    Buffer in(t, total), other(t, total);
+    Buffer& out = in_place ? in : other;
     for (std::size_t i = 0; i < total; ++i) in.set(i, value(r_, i, t));
     c_.all_to_all(comm::ConstView{in.data(), total, t}, comm::View{out.data(), total, t}, call(algo));
     // Block q of my output is block r_ of rank q's input.
@@ -258,7 +267,8 @@ class Suite {
     return (static_cast<std::size_t>(s) * 3 + static_cast<std::size_t>(d) * 5 + base) % 7 + base;
   }
 
-  std::string all_to_allv(const std::string& algo, DataType t, std::size_t base) {
+  // In place: one buffer holds both layouts (as long as the longer of the two).
+  std::string all_to_allv(const std::string& algo, DataType t, std::size_t base, bool in_place) {
     std::vector<std::size_t> scount(static_cast<std::size_t>(n_)), sdispl(scount.size()), rcount(scount.size()),
         rdispl(scount.size());
     std::size_t stotal = 0, rtotal = 0;
@@ -271,7 +281,9 @@ class Suite {
       rdispl[uq] = rtotal;
       rtotal += rcount[uq];
     }
-    Buffer in(t, stotal), out(t, rtotal);
+    if (in_place) stotal = rtotal = std::max(stotal, rtotal);
+    Buffer in(t, stotal), other(t, rtotal);
+    Buffer& out = in_place ? in : other;
     for (int d = 0; d < n_; ++d)
       for (std::size_t i = 0; i < scount[static_cast<std::size_t>(d)]; ++i)
         in.set(sdispl[static_cast<std::size_t>(d)] + i, value(r_, static_cast<std::size_t>(d) * 100000 + i, t));
@@ -292,14 +304,24 @@ class Suite {
         check(label(coll, algo, t, op, count, " out-of-place"), [&] { return allreduce(algo, t, op, count, false); });
         check(label(coll, algo, t, op, count, " in-place"), [&] { return allreduce(algo, t, op, count, true); });
       } else if (coll == Collective::reduce_scatter) {
-        check(label(coll, algo, t, op, count), [&] { return reduce_scatter(algo, t, op, count); });
+        check(label(coll, algo, t, op, count), [&] { return reduce_scatter(algo, t, op, count, false); });
       } else {
         for (int root : {0, n_ - 1})
           check(label(coll, algo, t, op, count, root ? " root=last" : " root=0"),
-                [&] { return reduce(algo, t, op, count, root); });
+                [&] { return reduce(algo, t, op, count, root, false); });
       }
     };
     for (std::size_t count : counts()) one(DataType::f32, ReduceOp::sum, count);
+    for (std::size_t count : counts()) {  // in place (allreduce runs it in every case above)
+      const DataType t = DataType::i32;
+      if (coll == Collective::reduce_scatter)
+        check(label(coll, algo, t, ReduceOp::sum, count, " in-place"),
+              [&] { return reduce_scatter(algo, t, ReduceOp::sum, count, true); });
+      if (coll == Collective::reduce)
+        for (int root : {0, n_ - 1})
+          check(label(coll, algo, t, ReduceOp::max, count, root ? " in-place root=last" : " in-place root=0"),
+                [&] { return reduce(algo, t, ReduceOp::max, count, root, true); });
+    }
     const std::vector<std::size_t> op_counts = o_.quick ? std::vector<std::size_t>{7} : std::vector<std::size_t>{7, 1003};
     for (ReduceOp op : comm::kAllReduceOps)
       for (DataType t : {DataType::f32, DataType::i32, DataType::bf16})
@@ -310,21 +332,26 @@ class Suite {
   }
 
   void run_moving(Collective coll, const std::string& algo) {
-    auto one = [&](DataType t, std::size_t count) {
+    auto one = [&](DataType t, std::size_t count, bool in_place) {
+      const char* how = in_place ? " in-place" : "";
       if (coll == Collective::allgather) {
-        check(label(coll, algo, t, ReduceOp::sum, count), [&] { return allgather(algo, t, count); });
-      } else if (coll == Collective::broadcast) {
+        check(label(coll, algo, t, ReduceOp::sum, count, how), [&] { return allgather(algo, t, count, in_place); });
+      } else if (coll == Collective::broadcast) {  // always in place
         for (int root : {0, n_ - 1})
-          check(label(coll, algo, t, ReduceOp::sum, count, root ? " root=last" : " root=0"),
-                [&] { return broadcast(algo, t, count, root); });
+          if (!in_place)
+            check(label(coll, algo, t, ReduceOp::sum, count, root ? " root=last" : " root=0"),
+                  [&] { return broadcast(algo, t, count, root); });
       } else if (coll == Collective::all_to_all) {
-        check(label(coll, algo, t, ReduceOp::sum, count, " per peer"), [&] { return all_to_all(algo, t, count); });
+        check(label(coll, algo, t, ReduceOp::sum, count, in_place ? " per peer in-place" : " per peer"),
+              [&] { return all_to_all(algo, t, count, in_place); });
       } else {
-        check(label(coll, algo, t, ReduceOp::sum, count, " base"), [&] { return all_to_allv(algo, t, count); });
+        check(label(coll, algo, t, ReduceOp::sum, count, in_place ? " base in-place" : " base"),
+              [&] { return all_to_allv(algo, t, count, in_place); });
       }
     };
-    for (std::size_t count : counts()) one(DataType::f32, count);
-    for (DataType t : comm::kAllDataTypes) one(t, static_cast<std::size_t>(n_) + 1);
+    for (std::size_t count : counts())
+      for (bool in_place : {false, true}) one(DataType::f32, count, in_place);
+    for (DataType t : comm::kAllDataTypes) one(t, static_cast<std::size_t>(n_) + 1, false);
   }
 
   void run_collectives() {

@@ -72,6 +72,7 @@ class Buffer {
   Buffer(DataType t, std::size_t count) : t_(t), count_(count), bytes_(std::max<std::size_t>(1, count * comm::dtype_size(t))) {}
 
   void* data() { return bytes_.data(); }
+  void* at(std::size_t i) { return bytes_.data() + i * comm::dtype_size(t_); }  ///< element i's address
   std::size_t count() const { return count_; }
   DataType dtype() const { return t_; }
 

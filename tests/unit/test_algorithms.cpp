@@ -192,8 +192,16 @@ void check_reduction(Communicator& c, Collective coll, const CallOptions& o, std
     auto in = filled(t, nn * count, 0);
     for (std::size_t i = 0; i < nn * count; ++i) set(t, in, i, input_value(t, op, r, i, n));
     auto out = filled(t, count, kSentinel);
-    c.reduce_scatter(view_of(in, t), view_of(out, t), op, o);
-    expect(t, out, count, [&](std::size_t i) { return reference(t, op, static_cast<std::size_t>(r) * count + i, n); },
+    // In place: the output is this rank's block of the input (NCCL's convention).
+    const std::size_t at = in_place ? static_cast<std::size_t>(r) * count : 0;
+    View result = in_place ? View{in.data() + at * dtype_size(t), count, t} : view_of(out, t);
+    c.reduce_scatter(view_of(in, t), result, op, o);
+    const auto& got = in_place ? in : out;
+    expect(t, got, at + count,
+           [&](std::size_t i) {
+             if (i < at) return input_value(t, op, r, i, n);  // the blocks before ours are untouched
+             return reference(t, op, static_cast<std::size_t>(r) * count + i - at, n);
+           },
            what);
   } else {
     for (int root : std::set<int>{0, n - 1}) {
@@ -218,8 +226,7 @@ void check_reducing(Communicator& c, Collective coll, std::string_view alg) {
   for (const std::size_t count : counts_for(c.size()))
     for (const DataType t : kAllDataTypes)
       for (const ReduceOp op : kAllReduceOps)
-        for (const bool in_place : {false, true})
-          if (!in_place || coll != Collective::reduce_scatter) check_reduction(c, coll, o, count, t, op, in_place);
+        for (const bool in_place : {false, true}) check_reduction(c, coll, o, count, t, op, in_place);
 }
 
 // A value unique to (rank, element) that every dtype represents exactly.
@@ -235,21 +242,28 @@ void check_moving(Communicator& c, Collective coll, std::string_view alg) {
   o.algorithm = alg;
   const DataType types[] = {DataType::f16, DataType::i8, DataType::f64, DataType::bf16, DataType::u8, DataType::i64};
   const auto counts = counts_for(n);
-  for (std::size_t k = 0; k < counts.size(); ++k) {
-    const std::size_t count = counts[k];
-    const DataType t = types[k % std::size(types)];
-    const std::string what = label(c, alg, t, ReduceOp::sum, count, false);
+  for (std::size_t k = 0; k < 2 * counts.size(); ++k) {
+    const std::size_t count = counts[k / 2];
+    const bool in_place = k % 2 == 1;
+    const DataType t = types[k / 2 % std::size(types)];
+    const std::string what = label(c, alg, t, ReduceOp::sum, count, in_place);
     switch (coll) {
       case Collective::allgather: {
         auto in = filled(t, count, 0);
         for (std::size_t i = 0; i < count; ++i) set(t, in, i, tagged(t, r, i));
         auto out = filled(t, nn * count, kSentinel);
-        c.allgather(view_of(in, t), view_of(out, t), o);
+        if (in_place) {  // the input is this rank's block of the output
+          std::copy(in.begin(), in.end(), out.begin() + static_cast<std::ptrdiff_t>(r * count * dtype_size(t)));
+          c.allgather(ConstView{out.data() + r * count * dtype_size(t), count, t}, view_of(out, t), o);
+        } else {
+          c.allgather(view_of(in, t), view_of(out, t), o);
+        }
         expect(t, out, nn * count, [&](std::size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
                what);
         break;
       }
-      case Collective::broadcast:
+      case Collective::broadcast:  // always in place
+        if (in_place) break;
         for (int root : std::set<int>{0, n / 2, n - 1}) {
           auto buf = filled(t, count, kSentinel);
           if (r == root)
@@ -262,7 +276,12 @@ void check_moving(Communicator& c, Collective coll, std::string_view alg) {
         auto in = filled(t, nn * count, 0);
         for (std::size_t i = 0; i < nn * count; ++i) set(t, in, i, tagged(t, r, i));
         auto out = filled(t, nn * count, kSentinel);
-        c.all_to_all(view_of(in, t), view_of(out, t), o);
+        if (in_place) {
+          out = in;
+          c.all_to_all(view_of(out, t), view_of(out, t), o);
+        } else {
+          c.all_to_all(view_of(in, t), view_of(out, t), o);
+        }
         // Block j of our output is block r of rank j's input.
         expect(t, out, nn * count,
                [&](std::size_t i) { return tagged(t, static_cast<int>(i / count), static_cast<std::size_t>(r) * count + i % count); },
@@ -285,10 +304,18 @@ void check_moving(Communicator& c, Collective coll, std::string_view alg) {
           rd[j] = out_size;
           out_size += rc[j] + 2;
         }
+        // In place: one buffer, large enough for both layouts; what no block
+        // from another rank lands on keeps this rank's input.
+        if (in_place) in_size = out_size = std::max(in_size, out_size);
         auto in = filled(t, in_size, 0);
         for (std::size_t i = 0; i < in_size; ++i) set(t, in, i, tagged(t, r, i));
         auto out = filled(t, out_size, kSentinel);
-        c.all_to_allv(view_of(in, t), sc, sd, view_of(out, t), rc, rd, o);
+        if (in_place) {
+          out = in;
+          c.all_to_allv(view_of(out, t), sc, sd, view_of(out, t), rc, rd, o);
+        } else {
+          c.all_to_allv(view_of(in, t), sc, sd, view_of(out, t), rc, rd, o);
+        }
         expect(t, out, out_size,
                [&](std::size_t i) {
                  for (int j = 0; j < n; ++j) {
@@ -298,13 +325,13 @@ void check_moving(Communicator& c, Collective coll, std::string_view alg) {
                    for (int q = 0; q < r; ++q) jd += cnt(j, q) + 1;
                    return tagged(t, j, jd + i - rd[j]);
                  }
-                 return kSentinel;
+                 return in_place ? tagged(t, r, i) : kSentinel;
                },
                what);
         break;
       }
       case Collective::barrier:
-        c.barrier(o);
+        if (!in_place) c.barrier(o);
         break;
       case Collective::allreduce:
       case Collective::reduce_scatter:
