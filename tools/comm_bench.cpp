@@ -36,7 +36,9 @@ Plan plan_transports(const Options& o, const Config& base) {
     const std::string name = o.transport.empty() ? base.transport : o.transport;
     // "" (none named) is resolved at creation: local for threads, else the best host transport.
     if (std::string why = name.empty() ? "" : transport_unavailable_reason(name); !why.empty())
-      throw Error(ErrorCode::unknown_transport, "--transport " + name + ": " + why);
+      throw Error(ErrorCode::unknown_transport, std::string(o.transport.empty() ? "COMM_TRANSPORT" : "--transport") +
+                                                    " '" + name + "': " + why + " (available: " +
+                                                    available_transports_list() + ", or all)");
     p.run.push_back(name);
     return p;
   }
@@ -105,6 +107,9 @@ bool run_transport(Communicator& comm, const Options& o, const std::string& name
     } catch (const Error& e) {
       if (e.is_usage()) throw;
       std::fprintf(stderr, "comm-bench: rank %d: transport %s failed: %s\n", comm.rank(), name.c_str(), e.what());
+      // On stdout too, where the results are: the table stops here for a reason.
+      std::printf("# FAILED: rank %d: transport %s failed during %s: %s\n", comm.rank(), name.c_str(),
+                  std::string(to_string(coll)).c_str(), e.what());
       return false;
     }
     if (lead && o.algo == "all" && coll != BenchColl::sendrecv)
@@ -126,6 +131,7 @@ int run(const Options& o, const std::string& command) {
   info.skipped_transports = plan.skipped;
   std::vector<Result> results;
   int status = 0;
+  std::string failed_transport;  // the transport that failed at run time, if one did
   const auto start = std::chrono::steady_clock::now();
   auto report_skip = [&](const SkippedTransport& s) {
     if (lead) std::printf("# transport %s skipped: %s\n", s.name.c_str(), s.reason.c_str());
@@ -148,6 +154,7 @@ int run(const Options& o, const std::string& command) {
     }
     if (!run_transport(comm, o, name, info, results, start)) {
       status = 1;
+      failed_transport = name;
       break;
     }
   }
@@ -169,7 +176,13 @@ int run(const Options& o, const std::string& command) {
                                 " ranks";
       if (!write_file(o.plot_path, render_svg(results, title), "plot")) status = 1;
     }
-    if (o.check) std::printf("# wrong elements: %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
+  }
+  if (o.check && (lead || !failed_transport.empty())) {
+    if (!failed_transport.empty())  // what was not measured was not checked either
+      std::printf("# wrong elements: %lld so far; FAILED: transport %s failed, the run is incomplete\n",
+                  static_cast<long long>(wrong), failed_transport.c_str());
+    else
+      std::printf("# wrong elements: %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
   }
   return status;
 }

@@ -7,6 +7,7 @@
 #include <comm/comm.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -75,14 +76,40 @@ std::string bytes_text(std::size_t b) {
   return buf;
 }
 
-void print_transports() {
+// "" if a one-rank communicator over `name` can be made here, else why not.
+// A transport can load and still be unusable on this machine (the NCCL plugin
+// without a CUDA device): only making one tells.
+std::string probe(const std::string& name, const Config& base) {
+  Config cfg = base;
+  cfg.transport = name;
+  cfg.rank = 0;
+  cfg.world_size = 1;
+  cfg.local_rank = 0;
+  cfg.store.clear();
+  cfg.calibrate = false;
+  cfg.tuning_file.clear();
+  cfg.timeout = std::chrono::seconds(20);
+  try {
+    Communicator one = Communicator::create(cfg, make_memory_store());
+    return {};
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+void print_transports(const Config& base, std::string_view in_use) {
   std::printf("Transports in this build\n");
   std::vector<std::string> names(std::begin(kKnownTransports), std::end(kKnownTransports));
   for (const auto& n : available_transports())
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   for (const auto& n : names) {
-    const std::string why = transport_unavailable_reason(n);
-    std::printf("  %-8s %s\n", n.c_str(), why.empty() ? "available" : ("unavailable: " + why).c_str());
+    std::string line = "available";
+    if (const std::string why = transport_unavailable_reason(n); !why.empty())
+      line = "unavailable: " + why;
+    else if (n != in_use)
+      if (const std::string why = probe(n, base); !why.empty())
+        line = "unavailable: it loads, but a communicator cannot be made here: " + why;
+    std::printf("  %-8s %s\n", n.c_str(), line.c_str());
   }
 }
 
@@ -169,12 +196,19 @@ int main(int argc, char** argv) {
   }
   try {
     Config cfg = Config::from_env();
-    if (!o.transport.empty()) cfg.transport = o.transport;
+    if (!o.transport.empty()) {
+      if (const std::string why = transport_unavailable_reason(o.transport); !why.empty()) {
+        std::fprintf(stderr, "comm-info: --transport '%s': %s (available: %s)\n", o.transport.c_str(), why.c_str(),
+                     available_transports_list().c_str());
+        return 2;
+      }
+      cfg.transport = o.transport;
+    }
     Communicator c = Communicator::create(cfg);
     if (c.rank() == 0) {
       std::printf("comm-info: %d rank%s, transport %s\n\n", c.size(), c.size() == 1 ? "" : "s",
                   std::string(c.transport_name()).c_str());
-      print_transports();
+      print_transports(cfg, c.transport_name());
       print_hosts(c);
       print_links(c);
       print_tables(c, o.table_max);

@@ -9,6 +9,7 @@
 // reported clearly by rank 0 if another process takes the port.
 
 #include "flight_summary.hpp"
+#include "util/transport_name.hpp"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -88,6 +89,16 @@ int parse_int(const char* opt, const char* text, int min) {
   return static_cast<int>(v);
 }
 
+// A malformed name would reach every rank's dlopen (libcomm_<name>.so): stop here.
+const char* check_transport(const char* name) {
+  if (!comm::util::is_plain_transport_name(name)) {
+    std::fprintf(stderr, "commrun: --transport '%s' is not valid: expected %s; this build has: %s\n", name,
+                 std::string(comm::util::kTransportNameRule).c_str(), COMM_BUILT_TRANSPORTS);
+    usage(2);
+  }
+  return name;
+}
+
 Options parse_args(int argc, char** argv) {
   Options o;
   int i = 1;
@@ -107,7 +118,7 @@ Options parse_args(int argc, char** argv) {
     if (a.empty() || a[0] != '-') break;
     if (a == "-h" || a == "--help") usage(0);
     else if (a == "-n" || a == "-np" || a == "--np") o.nranks = parse_int("-n", value("-n"), 1);
-    else if (a == "--transport") o.transport = value("--transport");
+    else if (a == "--transport") o.transport = check_transport(value("--transport"));
     else if (a == "--timeout") o.timeout_s = parse_seconds("--timeout", value("--timeout"));
     else if (a == "--grace") o.grace_s = parse_seconds("--grace", value("--grace"));
     else if (a == "--host") o.host = value("--host");
@@ -242,8 +253,11 @@ bool pump(const Rank& r, Stream& s) {
   return true;
 }
 
+// Runs in the forked child. If exec fails the child writes errno to
+// `status_w` (close-on-exec: the parent reads nothing once exec succeeded),
+// so that commrun, not each rank, reports it once.
 [[noreturn]] void exec_rank(const Options& o, int rank, const std::string& store, const std::string& token,
-                            const std::string& dump_dir, int out_w, int err_w) {
+                            const std::string& dump_dir, int out_w, int err_w, int status_w) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -265,9 +279,28 @@ bool pump(const Rank& r, Stream& s) {
   // the signal from us; keep the default unless the user asked otherwise.
   ::setenv("IPATH_NO_BACKTRACE", "1", 0);
   ::execvp(o.argv[0], o.argv.data());
-  std::fprintf(stderr, "commrun: cannot run '%s': %s\n", o.argv[0], std::strerror(errno));
-  std::fflush(stderr);
+  const int err = errno;
+  [[maybe_unused]] ssize_t n = ::write(status_w, &err, sizeof err);
   ::_exit(127);
+}
+
+// Waits until the child has exec'd (0) or failed to (its errno).
+int exec_status(int status_r) {
+  int err = 0;
+  ssize_t n;
+  do n = ::read(status_r, &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(status_r);
+  return n == static_cast<ssize_t>(sizeof err) ? err : 0;
+}
+
+void remove_dump_dir(const std::string& dump_dir) {
+  if (DIR* d = ::opendir(dump_dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind("comm-flight-", 0) == 0) ::unlink((dump_dir + "/" + e->d_name).c_str());
+    ::closedir(d);
+  }
+  ::rmdir(dump_dir.c_str());
 }
 
 }  // namespace
@@ -310,24 +343,42 @@ int main(int argc, char** argv) {
   for (int r = 0; r < o.nranks; ++r) {
     Rank& rk = ranks[static_cast<std::size_t>(r)];
     rk.index = r;
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    int out[2], err[2], status[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(status, O_CLOEXEC) != 0) {
       std::perror("commrun: pipe");
       return 1;
     }
+    // Signals stay blocked until the child has reset our handlers: a SIGTERM
+    // for it must not run on_signal there, which would tell us we got it.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old);
     const pid_t pid = ::fork();
+    if (pid == 0) exec_rank(o, r, store, token, dump_dir, out[1], err[1], status[1]);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
       std::perror("commrun: fork");
       return 1;
     }
-    if (pid == 0) exec_rank(o, r, store, token, dump_dir, out[1], err[1]);
     ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
     ::close(out[1]);
     ::close(err[1]);
+    ::close(status[1]);
     rk.pid = pid;
     rk.running = true;
     rk.out = {out[0], 1, {}};
     rk.err = {err[0], 2, {}};
+    if (const int e = exec_status(status[0]); e != 0) {
+      // Every rank would fail alike: say it once, stop what started, exit like a shell.
+      const bool searched = std::strchr(o.argv[0], '/') == nullptr;
+      std::fprintf(stderr, "commrun: cannot run '%s': %s (%s)%s\n", o.argv[0], std::strerror(e),
+                   strerrorname_np(e) ? strerrorname_np(e) : "?",
+                   e == ENOENT && searched ? "; it is not a file in any PATH directory" : "");
+      for (int q = 0; q <= r; ++q) ::kill(-ranks[static_cast<std::size_t>(q)].pid, SIGKILL);
+      for (int q = 0; q <= r; ++q) ::waitpid(ranks[static_cast<std::size_t>(q)].pid, nullptr, 0);
+      if (own_dump_dir) remove_dump_dir(dump_dir);
+      return e == ENOENT ? 127 : 126;
+    }
   }
 
   const auto job_deadline = o.timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -472,14 +523,7 @@ int main(int argc, char** argv) {
         emit(r, *s, true);
         ::close(s->fd);
       }
-  if (own_dump_dir) {
-    if (DIR* d = ::opendir(dump_dir.c_str())) {
-      while (dirent* e = ::readdir(d))
-        if (std::string(e->d_name).rfind("comm-flight-", 0) == 0) ::unlink((dump_dir + "/" + e->d_name).c_str());
-      ::closedir(d);
-    }
-    ::rmdir(dump_dir.c_str());
-  }
+  if (own_dump_dir) remove_dump_dir(dump_dir);
   if (exit_code != 0) std::fprintf(stderr, "commrun: job failed: %s (exit code %d)\n", failure.c_str(), exit_code);
   return exit_code;
 }

@@ -203,9 +203,12 @@ struct TransportInit {
 using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportInit&)>;
 
 /// Registers a transport under `name` (replacing one of the same name).
+/// Names are lowercase letters, digits and '_'; another name throws invalid_argument.
 COMM_API void register_transport(std::string name, TransportFactory factory);
 /// Names of the transports available in this build (registered or loadable).
 COMM_API std::vector<std::string> available_transports();
+/// The same, as one line: "local, ucx, ofi" (for error messages).
+COMM_API std::string available_transports_list();
 /// Why `name` is unavailable ("" if it is available), e.g. "built without UCX".
 COMM_API std::string transport_unavailable_reason(std::string_view name);
 /// Creates the transport `name`; throws unknown_transport listing the available ones.

@@ -1,5 +1,8 @@
+#include "util/transport_name.hpp"
+
 #include <comm/config.hpp>
 #include <comm/error.hpp>
+#include <comm/transport.hpp>
 
 #include <cctype>
 #include <charconv>
@@ -160,7 +163,12 @@ Config Config::from_env() {
   }
   if (auto f = env("COMM_STORE_TOKEN")) c.store_token = std::string(*f);
   if (auto f = env("COMM_STORE_BIND")) c.store_bind = std::string(*f);
-  if (auto f = env("COMM_TRANSPORT")) c.transport = std::string(*f);
+  if (auto f = env("COMM_TRANSPORT")) {
+    if (!util::is_plain_transport_name(*f))
+      bad_value("COMM_TRANSPORT", *f,
+                std::string(util::kTransportNameRule) + "; available: " + available_transports_list());
+    c.transport = std::string(*f);
+  }
   if (auto f = env("COMM_TIMEOUT")) c.timeout = parse_seconds(Found{"COMM_TIMEOUT", *f});
   if (auto f = env("COMM_LOG")) {
     try {

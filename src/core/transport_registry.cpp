@@ -5,6 +5,7 @@
 #include "core/peer_table.hpp"
 #include "core/builtin_transports.hpp"
 #include "util/log.hpp"
+#include "util/transport_name.hpp"
 
 #include <comm/transport.hpp>
 
@@ -124,6 +125,9 @@ std::string load_plugin(const std::string& name) {
 }  // namespace
 
 void register_transport(std::string name, TransportFactory factory) {
+  if (!util::is_plain_transport_name(name))
+    throw Error(ErrorCode::invalid_argument, "register_transport: '" + name + "' is not valid: expected " +
+                                                 std::string(util::kTransportNameRule));
   auto& r = raw_registry();
   std::lock_guard lk(r.mu);
   r.unavailable.erase(name);
@@ -140,6 +144,9 @@ std::vector<std::string> available_transports() {
 }
 
 std::string transport_unavailable_reason(std::string_view name) {
+  // Checked before anything is looked up: the name becomes part of a file name.
+  if (!util::is_plain_transport_name(name))
+    return "'" + std::string(name) + "' is not valid: expected " + std::string(util::kTransportNameRule);
   auto& r = registry();
   {
     std::lock_guard lk(r.mu);
@@ -210,13 +217,20 @@ std::string default_store_scheme(std::string_view transport) {
   return it == r.default_schemes.end() ? std::string() : it->second;
 }
 
+std::string available_transports_list() {
+  std::string names;
+  for (auto& n : available_transports()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 std::unique_ptr<Transport> create_transport(std::string_view name, const TransportInit& init) {
   if (std::string why = transport_unavailable_reason(name); !why.empty()) {
-    std::string names;
-    for (auto& n : available_transports()) names += (names.empty() ? "" : ", ") + n;
-    throw Error(ErrorCode::unknown_transport, "transport '" + std::string(name) +
-                                                  "' is not available: " + why +
-                                                  " (available: " + names + ")");
+    // Name where the name came from: the environment (also what commrun
+    // --transport sets) when it says so, else the code that filled Config.
+    const char* env = std::getenv("COMM_TRANSPORT");
+    const std::string source = env && name == env ? "COMM_TRANSPORT" : "Config::transport";
+    throw Error(ErrorCode::unknown_transport, source + "='" + std::string(name) + "': transport not available: " +
+                                                  why + " (available: " + available_transports_list() + ")");
   }
   TransportFactory factory;
   {

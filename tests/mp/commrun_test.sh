@@ -112,9 +112,26 @@ allow_fail)
 missing_program)
   run -n 2 -- /nonexistent/program
   expect_rc 127
-  expect_in "$ERR" "cannot run '/nonexistent/program'"
+  expect_in "$ERR" "cannot run '/nonexistent/program': No such file or directory (ENOENT)"
+  # A name looked up on PATH: one message naming it and errno, nothing about signals.
+  for i in 1 2 3 4 5; do
+    run -n 4 comm-no-such-program
+    expect_rc 127
+    [ "$(cat "$OUT" "$ERR" | wc -l)" -eq 1 ] || fail "expected one line of output"
+    expect_in "$ERR" "^commrun: cannot run 'comm-no-such-program': No such file or directory (ENOENT); it is not a file in any PATH directory$"
+  done
+  run -n 2 -- "$WORK"
+  expect_rc 126
+  expect_in "$ERR" "cannot run '$WORK': Permission denied (EACCES)"
   run -n 0 -- true
   expect_rc 2
+  ;;
+bad_transport)
+  # A transport name is a plain name: it becomes part of libcomm_<name>.so.
+  run -n 2 --transport ../../etc/x -- true
+  expect_rc 2
+  expect_in "$ERR" "commrun: --transport '../../etc/x' is not valid: expected a transport name"
+  expect_in "$ERR" "this build has: local"
   ;;
 *)
   echo "unknown case $CASE"

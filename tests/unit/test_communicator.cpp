@@ -139,8 +139,26 @@ TEST_CASE("unknown transport lists the available ones") {
   cfg.transport = "carrier_pigeon";
   Error e = expect_error([&] { Communicator::create(cfg); });
   CHECK(e.code() == ErrorCode::unknown_transport);
-  CHECK(contains(e.what(), "carrier_pigeon"));
+  CHECK(contains(e.what(), "Config::transport='carrier_pigeon'"));
   CHECK(contains(e.what(), "local"));
+}
+
+TEST_CASE("a transport name that is not plain never reaches the plugin loader") {
+  for (const char* name : {"../../etc/x", "/tmp/libcomm_x", "Local", "a.b"}) {
+    INFO(name);
+    Config cfg;
+    cfg.transport = name;
+    Error e = expect_error([&] { Communicator::create(cfg); });
+    CHECK(e.code() == ErrorCode::unknown_transport);
+    CHECK(contains(e.what(), "Config::transport='" + std::string(name) + "'"));
+    CHECK(contains(e.what(), "is not valid: expected a transport name"));
+    CHECK(contains(e.what(), "(available: "));
+    CHECK_FALSE(contains(e.what(), "libcomm_" + std::string(name)));  // no dlopen was tried
+    CHECK_FALSE(transport_unavailable_reason(name).empty());
+  }
+  Error e = expect_error([] { register_transport("bad/name", nullptr); });
+  CHECK(e.code() == ErrorCode::invalid_argument);
+  CHECK(contains(e.what(), "bad/name"));
 }
 
 TEST_CASE("send/recv match on peer and tag; a size mismatch names both sizes") {

@@ -196,7 +196,8 @@ TEST_CASE("bad values throw invalid_config naming the variable and the value") {
       {"COMM_LOCAL_RANK", "1.5"},    {"COMM_TIMEOUT", "-3"},       {"COMM_TIMEOUT", "soon"},
       {"COMM_TIMEOUT", "0"},         {"COMM_LOG", "loud"},         {"COMM_CHUNK", "12X"},
       {"COMM_CHUNK", "0"},           {"COMM_CALIBRATE", "maybe"},  {"COMM_CHECK", "2"},
-      {"COMM_DEVICE", "gpu0"},       {"COMM_FLIGHT_RECORDER", "-1"}};
+      {"COMM_DEVICE", "gpu0"},       {"COMM_FLIGHT_RECORDER", "-1"}, {"COMM_TRANSPORT", "../../etc/x"},
+      {"COMM_TRANSPORT", "UCX"},     {"COMM_TRANSPORT", "my-net"}, {"COMM_TRANSPORT", "ucx "}};
   for (const auto& c : cases) {
     const char* var = c.first;  // named copies: doctest's messages capture them in lambdas
     const char* value = c.second;
@@ -246,4 +247,16 @@ TEST_CASE("log levels round-trip through their names") {
     CHECK(comm::parse_log_level(comm::to_string(l)) == l);
   CHECK(comm::parse_log_level("WARNING") == comm::LogLevel::warn);
   CHECK_THROWS_AS(comm::parse_log_level("verbose"), comm::Error);
+}
+
+TEST_CASE("COMM_TRANSPORT takes plain names only, and the error lists the available transports") {
+  CleanEnv env;
+  env.set("COMM_TRANSPORT", "../../etc/x");
+  const std::string msg = config_error();
+  CHECK(msg.find("COMM_TRANSPORT='../../etc/x' is not valid") != std::string::npos);
+  CHECK(msg.find("lowercase letters, digits and '_'") != std::string::npos);
+  CHECK(msg.find("available: ") != std::string::npos);
+  CHECK(msg.find("local") != std::string::npos);
+  env.set("COMM_TRANSPORT", "my_transport2");  // plain: accepted here, looked up at creation
+  CHECK(Config::from_env().transport == "my_transport2");
 }

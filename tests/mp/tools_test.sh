@@ -1,0 +1,74 @@
+#!/bin/sh
+# Messages of comm-info, comm-bench and the library when something is wrong,
+# one case per invocation: tools_test.sh <bin dir> <case>. Each case runs the
+# real tools and checks exit codes and what they print.
+set -u
+BIN=$1
+CASE=$2
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tools-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+OUT=$WORK/out
+ERR=$WORK/err
+
+fail() {
+  echo "FAIL ($CASE): $*"
+  echo "--- stdout"; cat "$OUT" 2>/dev/null
+  echo "--- stderr"; cat "$ERR" 2>/dev/null
+  exit 1
+}
+run() {
+  "$@" >"$OUT" 2>"$ERR"
+  RC=$?
+}
+expect_rc() { [ "$RC" -eq "$1" ] || fail "exit code $RC, expected $1"; }
+expect_in() { grep -q -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"; }
+expect_not_in() { ! grep -q -- "$2" "$1" || fail "'$2' unexpectedly in $(basename "$1")"; }
+
+case $CASE in
+bad_transport_name)
+  # Never reaches dlopen; names where the name came from and lists the transports.
+  COMM_TRANSPORT=../../etc/x run "$BIN/comm-info"
+  expect_rc 2
+  expect_in "$ERR" "COMM_TRANSPORT='../../etc/x' is not valid: expected a transport name"
+  expect_in "$ERR" "available: .*local"
+  expect_not_in "$ERR" "libcomm_"
+  run "$BIN/comm-bench" --transport ../x -b 8 -e 8
+  expect_rc 2
+  expect_in "$ERR" "--transport '../x': '../x' is not valid"
+  expect_in "$ERR" "available: .*local.*, or all"
+  expect_not_in "$ERR" "libcomm_"
+  COMM_TRANSPORT=carrier_pigeon run "$BIN/comm-bench" -b 8 -e 8
+  expect_rc 2
+  expect_in "$ERR" "COMM_TRANSPORT 'carrier_pigeon': could not load libcomm_carrier_pigeon.so"
+  expect_in "$ERR" "available: .*local"
+  run "$BIN/comm-info" --transport "UCX"
+  expect_rc 2
+  expect_in "$ERR" "--transport 'UCX': 'UCX' is not valid"
+  ;;
+comm_info_nccl)
+  run "$BIN/comm-info"
+  expect_rc 0
+  grep -q "^  nccl " "$OUT" || { echo "SKIPPED: this build has no nccl transport"; exit 77; }
+  # Whether a GPU is usable, asked of the driver's own tool, not of comm.
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    expect_in "$OUT" "^  nccl     available$"
+  else
+    expect_in "$OUT" "^  nccl     unavailable: it loads, but a communicator cannot be made here: .*no CUDA device"
+  fi
+  ;;
+bench_transport_failure)
+  # Rank 1 is killed mid-run: rank 0 must report the failure, not "0 OK".
+  run "$BIN/commrun" -n 2 --allow-fail 1 --timeout 100 -- sh -c '
+    if [ "$COMM_RANK" = 1 ]; then (sleep 2; kill -KILL $$) & fi
+    exec "$0" --transport ucx --coll allreduce -b 4M -e 4M -n 100000 -w 1 -c 1 --quiet' "$BIN/comm-bench"
+  [ "$RC" -ne 0 ] || fail "exit code 0 after the transport failed"
+  expect_in "$OUT" "^\[r0\] # FAILED: rank 0: transport ucx failed during allreduce: .*rank 1"
+  expect_in "$OUT" "^\[r0\] # wrong elements: 0 so far; FAILED: transport ucx failed, the run is incomplete"
+  expect_not_in "$OUT" "OK$"
+  ;;
+*)
+  echo "unknown case $CASE"
+  exit 2
+  ;;
+esac
+echo "PASS ($CASE)"
