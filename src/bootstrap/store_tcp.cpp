@@ -2,6 +2,7 @@
 
 #include "bootstrap/store_tcp.hpp"
 
+#include "util/log.hpp"
 #include "util/sha256.hpp"
 #include "util/socket_util.hpp"
 #include "bootstrap/store_tcp_wire.hpp"
@@ -33,6 +34,11 @@ constexpr auto kReconnectWindow = 5s;
 // A get/wait reply may come this long after its timeout before the server is
 // presumed lost (it answers timeouts itself, so this covers only a dead server).
 constexpr auto kReplyGrace = 10s;
+// One connection attempt; a dropped SYN must not use up the whole timeout.
+constexpr auto kAttemptTimeout = 2s;
+// A store that refuses connections this long is reported while retrying.
+constexpr auto kRefusedWarnAfter = 2s;
+constexpr auto kRefusedWarnEvery = 30s;
 
 // What a failed exchange is reported as; the message names the store.
 struct Failure {
@@ -225,16 +231,23 @@ class TcpStore final : public Store {
   }
 
   // Connects and authenticates, retrying refused/closed attempts with backoff
-  // (the server may not be up yet) until the connect timeout.
+  // (the server may not be up yet) until the connect timeout. Each attempt
+  // has a short deadline of its own, so an address that drops packets is
+  // retried like one that refuses; a run of refusals is reported while it
+  // lasts (warn after kRefusedWarnAfter, then every kRefusedWarnEvery), not
+  // only when the whole timeout is over.
   Fd connect() {
     const auto window = reached_ ? std::min<std::chrono::milliseconds>(opt_.connect_timeout, kReconnectWindow)
                                  : opt_.connect_timeout;
+    const auto start = Clock::now();
     const auto deadline = detail::deadline_after(window);
     auto backoff = 10ms;
     std::string last = "no attempt";
+    bool refused = false;
+    auto warn_at = start + kRefusedWarnAfter;
     for (;;) {
-      bool refused = false;
-      Fd fd = detail::try_connect(connect_host_, port_, deadline, last, refused);
+      Fd fd = detail::try_connect(connect_host_, port_, std::min(deadline, Clock::now() + kAttemptTimeout), last,
+                                  refused);
       if (fd.valid()) {
         if (std::optional<std::string> err = handshake(fd, deadline); !err) {
           reached_ = true;
@@ -243,13 +256,30 @@ class TcpStore final : public Store {
           last = *err;
         }
       }
-      if (Clock::now() + backoff >= deadline) break;
-      std::this_thread::sleep_for(backoff);
+      const auto now = Clock::now();
+      if (refused && now >= warn_at && now < deadline) {
+        COMM_WARN("store: nothing is listening at "
+                  << where_ << " (connections refused for " << seconds_since(start)
+                  << " s); retrying until the timeout of " << window.count() / 1000
+                  << " s. Is rank 0 running, and do COMM_STORE (or MASTER_ADDR:MASTER_PORT) name its address?");
+        warn_at = now + kRefusedWarnEvery;
+      }
+      if (now >= deadline) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));  // a last try at the deadline
       backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
     }
+    if (refused)
+      throw Error(ErrorCode::store_failure, "store: nothing is listening at " + where_ +
+                                                ": every connection was refused for " +
+                                                std::to_string(window.count()) +
+                                                " ms; check COMM_STORE and that rank 0 is running");
     throw Error(ErrorCode::store_failure,
                 "store: cannot reach the store at " + where_ + " within " + std::to_string(window.count()) +
                     " ms (last error: " + last + "); check COMM_STORE and that rank 0 is running");
+  }
+
+  static long long seconds_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count();
   }
 
   // Returns an error to retry on, or throws when retrying cannot help.

@@ -2,7 +2,9 @@
 
 #include <comm/error.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace comm {
 namespace {
@@ -23,10 +25,40 @@ class Parser {
       skip_space();
       if (pos_ == text_.size()) break;  // a trailing ';' is harmless
     }
+    check_overlaps(out);
     return out;
   }
 
  private:
+  // Two rules for one collective that cover a common size would make the
+  // order of the string decide silently; each size gets at most one rule.
+  void check_overlaps(const std::vector<OverrideRule>& rules) {
+    for (std::size_t j = 1; j < rules.size(); ++j)
+      for (std::size_t i = 0; i < j; ++i) {
+        const OverrideRule &a = rules[i], &b = rules[j];
+        if (a.collective != b.collective) continue;
+        const std::size_t lo = std::max(a.min_bytes, b.min_bytes), hi = std::min(a.max_bytes, b.max_bytes);
+        if (lo >= hi) continue;
+        pos_ = starts_[j];
+        fail("the rule '" + rule_text(j) + "' for " + std::string(to_string(b.collective)) +
+             " overlaps the rule '" + rule_text(i) + "' at position " + std::to_string(starts_[i]) + " (both cover " +
+             range_text(lo, hi) + "); give every size range of a collective one rule");
+      }
+  }
+
+  std::string rule_text(std::size_t k) const { return std::string(text_.substr(starts_[k], ends_[k] - starts_[k])); }
+
+  static std::string bytes_text(std::size_t b) {
+    for (const auto& [shift, unit] : {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}})
+      if (b && b % (std::size_t{1} << shift) == 0) return std::to_string(b >> shift) + unit;
+    return std::to_string(b);
+  }
+  static std::string range_text(std::size_t lo, std::size_t hi) {
+    if (lo == 0 && hi == std::numeric_limits<std::size_t>::max()) return "every size";
+    return "sizes " + bytes_text(lo) + "-" +
+           (hi == std::numeric_limits<std::size_t>::max() ? std::string() : bytes_text(hi));
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(ErrorCode::invalid_config, "COMM_ALGO \"" + std::string(text_) + "\": at position " +
                                                std::to_string(pos_) + ": " + what +
@@ -96,6 +128,8 @@ class Parser {
     }
     expect('=');
     for (;;) {
+      skip_space();
+      starts_.push_back(pos_);
       OverrideRule r{coll, std::string(name())};
       skip_space();
       if (pos_ < text_.size() && text_[pos_] == ':') {
@@ -109,6 +143,7 @@ class Parser {
         if (r.max_bytes <= r.min_bytes) fail("empty size range (the upper bound must exceed the lower)");
       }
       out.push_back(std::move(r));
+      ends_.push_back(pos_);
       skip_space();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
@@ -120,6 +155,7 @@ class Parser {
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  std::vector<std::size_t> starts_, ends_;  // where each rule's text begins and ends
 };
 
 }  // namespace

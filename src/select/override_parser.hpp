@@ -3,8 +3,10 @@
 //   entry (';' entry)*         entry: collective '=' rule (',' rule)*
 //   rule: algorithm [':' range]   range: [size] '-' [size]   size: digits [K|M|G] (binary)
 // e.g. "allreduce=direct:0-64K,ring:64K-;alltoall=pairwise". A range is
-// [lo, hi) in bytes; a rule without a range covers every size; the first rule
-// that covers a size wins. Whitespace around tokens is ignored.
+// [lo, hi) in bytes; a rule without a range covers every size. Rules of one
+// collective (in one entry or several) must not overlap: each size has at
+// most one rule, so the order of the string never decides silently.
+// Whitespace around tokens is ignored.
 // Only syntax is checked here; algorithm names are validated by the caller
 // against what exists for each collective.
 

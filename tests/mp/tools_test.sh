@@ -66,6 +66,16 @@ bench_transport_failure)
   expect_in "$OUT" "^\[r0\] # wrong elements: 0 so far; FAILED: transport ucx failed, the run is incomplete"
   expect_not_in "$OUT" "OK$"
   ;;
+store_refused)
+  # Nothing listens on port 1: said while retrying and at the end, within COMM_TIMEOUT.
+  t0=$(date +%s)
+  COMM_RANK=1 COMM_WORLD_SIZE=2 COMM_STORE=127.0.0.1:1 COMM_TIMEOUT=5 run "$BIN/comm-info"
+  t1=$(date +%s)
+  expect_rc 1
+  expect_in "$ERR" "^comm\[1\] warn: store: nothing is listening at 127.0.0.1:1 (connections refused for 2 s); retrying"
+  expect_in "$ERR" "^comm-info: store: nothing is listening at 127.0.0.1:1: every connection was refused for 5000 ms"
+  [ $((t1 - t0)) -le 8 ] || fail "took $((t1 - t0)) s with COMM_TIMEOUT=5"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2

@@ -68,3 +68,33 @@ TEST_CASE("override: malformed strings say where and why") {
     }
   }
 }
+
+TEST_CASE("override: duplicate or overlapping rules for one collective are errors that say where") {
+  struct Bad {
+    const char* text;
+    const char* expect;
+  };
+  const Bad cases[] = {
+      {"allreduce=ring,tree", "the rule 'tree' for allreduce overlaps the rule 'ring' at position 10 (both cover every size)"},
+      {"allreduce=direct:0-128K,ring:64K-", "the rule 'ring:64K-' for allreduce overlaps the rule 'direct:0-128K' at "
+                                            "position 10 (both cover sizes 64K-128K)"},
+      {"allreduce=ring;broadcast=tree;allreduce=direct:8-16", "'direct:8-16' for allreduce overlaps the rule 'ring'"},
+      {"alltoall=pairwise;all_to_all=bruck:1M-", "overlaps the rule 'pairwise'"},  // two names, one collective
+      {"allreduce=ring:1K-2K, ring:1536-", "both cover sizes 1536-2K"},
+  };
+  for (const auto& b : cases) {
+    const std::string text = b.text;
+    CAPTURE(text);
+    try {
+      parse_override(b.text);
+      FAIL("accepted overlapping rules");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_config);
+      const std::string msg = e.what();
+      CHECK_MESSAGE(msg.find(b.expect) != std::string::npos, msg);
+      CHECK(msg.find("position") != std::string::npos);
+    }
+  }
+  // Adjacent ranges ([lo, hi) is half-open) and other collectives are fine.
+  CHECK(parse_override("allreduce=direct:0-64K,ring:64K-;broadcast=tree;allgather=ring:-1M,direct:1M-").size() == 5);
+}
