@@ -6,7 +6,7 @@ set -euo pipefail
 apt_packages=(build-essential cmake ninja-build pkg-config python3-pip python3-dev python3-venv
               libucx-dev ucx-utils libfabric-dev libfabric-bin libgloo-dev doctest-dev
               openmpi-bin libopenmpi-dev
-              clang libclang-rt-14-dev)
+              clang libclang-rt-14-dev locales)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,6 +17,16 @@ if ((${#missing[@]})); then
   echo "install-deps: apt-get install ${missing[*]}"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# A comma-decimal locale for the locale-independence test (test_locale).
+if ! locale -a 2>/dev/null | grep -qi '^de_DE\.utf-\?8$'; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  echo "install-deps: locale-gen de_DE.UTF-8"
+  $sudo_cmd sed -i 's/^# *\(de_DE.UTF-8 UTF-8\)/\1/' /etc/locale.gen
+  grep -q '^de_DE.UTF-8 UTF-8' /etc/locale.gen || echo 'de_DE.UTF-8 UTF-8' | $sudo_cmd tee -a /etc/locale.gen >/dev/null
+  $sudo_cmd locale-gen >/dev/null
 fi
 
 # NCCL headers and library for compiling the NCCL transport (it runs only on a GPU).

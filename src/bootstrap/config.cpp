@@ -1,4 +1,5 @@
 #include "util/transport_name.hpp"
+#include "util/c_locale.hpp"
 
 #include <comm/config.hpp>
 #include <comm/error.hpp>
@@ -117,11 +118,10 @@ bool parse_bool(const Found& f) {
 }
 
 std::chrono::milliseconds parse_seconds(const Found& f) {
-  const std::string s(f.value);
-  char* end = nullptr;
-  const double secs = std::strtod(s.c_str(), &end);
+  // from_chars: "0.5" means half a second whatever the program's locale.
+  const double secs = util::parse_double(f.value).value_or(-1);
   // A year is far beyond any sensible timeout and keeps the milliseconds from overflowing.
-  if (end != s.c_str() + s.size() || !std::isfinite(secs) || secs <= 0 || secs > 365.0 * 86400)
+  if (!std::isfinite(secs) || secs <= 0 || secs > 365.0 * 86400)
     bad_value(f.name, f.value, "a positive number of seconds (fractions allowed), e.g. 30 or 0.5");
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(secs * 1000.0)));
 }

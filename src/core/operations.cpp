@@ -3,6 +3,7 @@
 // and failed — in one place for every engine.
 
 #include "core/communicator_impl.hpp"
+#include "util/c_locale.hpp"
 #include "engine/progress.hpp"
 #include "engine/tags.hpp"
 #include "util/log.hpp"
@@ -197,8 +198,7 @@ void CommunicatorImpl::check_deadlines(Clock::time_point now) {
   for (auto& op : active_) {
     if (now < op->deadline) continue;
     const auto peers = op->run->waiting_on();
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(op->timeout).count());
+    const std::string secs = util::fixed(std::chrono::duration<double>(op->timeout).count(), 1);
     std::string msg = op->describe() + " timed out after " + secs + " s on rank " + std::to_string(rank_) +
                       " at step " + std::to_string(op->run->steps_done()) + " of " +
                       std::to_string(op->run->steps_total());

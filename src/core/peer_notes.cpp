@@ -1,4 +1,5 @@
 #include "core/peer_notes.hpp"
+#include "util/c_locale.hpp"
 
 #include <charconv>
 #include <condition_variable>
@@ -85,7 +86,7 @@ struct StallProbe::State {
 StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
                        std::uint64_t seq, std::uint64_t signature)
     : state_(std::make_shared<State>()) {
-  std::ostringstream out;
+  std::ostringstream out = util::c_ostream();
   for (const CallNote& n : mine) out << n.seq << ' ' << n.signature << ' ' << n.description << '\n';
   run_bounded(
       [store = std::move(store), rank, text = out.str(), peers = std::move(peers), seq, signature, s = state_] {
@@ -93,7 +94,7 @@ StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallN
         while (!s->stop.load(std::memory_order_acquire)) {
           for (int peer : peers) {
             if (!store->check(stall_key(peer))) continue;
-            std::istringstream in(store->get(stall_key(peer), 1s));
+            std::istringstream in = util::c_istream(store->get(stall_key(peer), 1s));
             std::uint64_t their_seq = 0, their_signature = 0;
             std::string description;
             while (in >> their_seq >> their_signature && std::getline(in, description)) {

@@ -1,4 +1,5 @@
 #include "diag/flight_recorder.hpp"
+#include "util/c_locale.hpp"
 
 #include "select/tuning_file.hpp"
 
@@ -58,11 +59,12 @@ std::string FlightRecorder::json(const std::string& header) const {
     const FlightRecord& r = ring_[(first + k) % ring_.size()];
     std::snprintf(buf, sizeof buf,
                   "%s{\"id\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"bytes\":%zu,\"dtype\":\"%s\","
-                  "\"op\":\"%s\",\"root\":%d,\"steps_done\":%zu,\"steps_total\":%zu,\"start_us\":%.1f,"
-                  "\"end_us\":%.1f,",
+                  "\"op\":\"%s\",\"root\":%d,\"steps_done\":%zu,\"steps_total\":%zu,\"start_us\":%s,"
+                  "\"end_us\":%s,",
                   k ? "," : "", static_cast<unsigned long long>(r.id), static_cast<unsigned long long>(r.seq),
                   std::string(to_string(r.collective)).c_str(), r.bytes, std::string(to_string(r.dtype)).c_str(),
-                  std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total, r.start_us, r.end_us);
+                  std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total,
+                  util::fixed(r.start_us, 1).c_str(), util::fixed(r.end_us, 1).c_str());
     out += buf;
     out += "\"algorithm\":" + json::quote(r.algorithm) + ",\"state\":\"" + state_name(r.state) + "\"";
     if (!r.error.empty()) out += ",\"error\":" + json::quote(r.error);

@@ -1,4 +1,5 @@
 #include "select/calibration.hpp"
+#include "util/c_locale.hpp"
 
 #include "engine/progress.hpp"
 #include "engine/reduce_kernels.hpp"
@@ -173,14 +174,14 @@ Throughput measure_compute(std::size_t windows, int iters) {
 }
 
 std::string encode(const std::vector<double>& values) {
-  std::ostringstream os;
+  std::ostringstream os = util::c_ostream();
   os.precision(17);
   for (double v : values) os << v << ' ';
   return os.str();
 }
 
 std::vector<double> decode(const std::string& text, const std::string& key, std::size_t n) {
-  std::istringstream is(text);
+  std::istringstream is = util::c_istream(text);
   std::vector<double> v(n);
   for (double& x : v)
     if (!(is >> x))
@@ -339,7 +340,7 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, Lin
                               << (threshold == std::numeric_limits<std::size_t>::max()
                                       ? std::string("no rendezvous step")
                                       : "rendezvous above " + std::to_string(threshold) + " B: +" +
-                                            std::to_string(extra) + " us")
+                                            util::shortest(extra) + " us")
                               << ", large-data beta " << beta_large << " GB/s"
                               << (v[5] != 0 ? ", moved by the receiver's CPU" : "") << " (ranks " << a << "-" << b
                               << ")");

@@ -1,4 +1,5 @@
 #include "select/selector.hpp"
+#include "util/c_locale.hpp"
 
 #include <comm/error.hpp>
 
@@ -166,9 +167,7 @@ std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes)
     if (cc.predicted_us >= 0) best = std::min(best, cc.predicted_us);
   for (auto& cc : out)
     if (cc.predicted_us >= 0 && cc.note.empty()) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%.2fx the best prediction", best > 0 ? cc.predicted_us / best : 1.0);
-      cc.note = buf;
+      cc.note = util::fixed(best > 0 ? cc.predicted_us / best : 1.0, 2) + "x the best prediction";
     }
   return out;
 }

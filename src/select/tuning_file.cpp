@@ -1,4 +1,5 @@
 #include "select/tuning_file.hpp"
+#include "util/c_locale.hpp"
 
 #include <comm/error.hpp>
 #include <comm/types.hpp>
@@ -157,11 +158,11 @@ class Parser {
       if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
       if (digits() == 0) fail("malformed number: digits expected in the exponent");
     }
-    // strtod needs a terminated copy; the grammar above already validated it.
+    // The grammar above already validated it; from_chars ignores the locale.
     const std::string text(s_.substr(start, pos_ - start));
-    const double d = std::strtod(text.c_str(), nullptr);
-    if (!std::isfinite(d)) fail("number " + text + " is out of range");
-    return d;
+    const std::optional<double> d = util::parse_double(text);
+    if (!d || !std::isfinite(*d)) fail("number " + text + " is out of range");
+    return *d;
   }
 
   unsigned hex4() {
@@ -293,7 +294,7 @@ std::optional<double> number_at(const std::string& path, const json::Value& obj,
   if (v->kind != json::Value::Kind::number)
     bad_file(path, name + " must be a number, not " + std::string(json::to_string(v->kind)));
   if (v->number < min_exclusive || (!allow_min && v->number == min_exclusive)) {
-    std::ostringstream os;
+    std::ostringstream os = util::c_ostream();
     os << name << " = " << v->number << " is out of range (must be " << (allow_min ? ">= " : "> ") << min_exclusive
        << ")";
     bad_file(path, os.str());
@@ -380,7 +381,7 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
   // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
   if (*version != 1 && *version != kTuningFileVersion) {
-    std::ostringstream os;
+    std::ostringstream os = util::c_ostream();
     os << "comm_tuning_version " << *version << " is not supported (this build reads versions 1 to "
        << kTuningFileVersion << ")";
     bad_file(path, os.str());
@@ -451,7 +452,7 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
 }
 
 void save_tuning(const std::string& path, const LinkMatrix& links, const ComputeParams& compute) {
-  std::ostringstream os;
+  std::ostringstream os = util::c_ostream();
   os.precision(6);
   os << "{\n  \"comm_tuning_version\": " << kTuningFileVersion << ",\n  \"links\": {";
   bool first = true;

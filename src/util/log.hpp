@@ -4,6 +4,7 @@
 
 #include <comm/config.hpp>
 
+#include <locale>
 #include <sstream>
 #include <string>
 
@@ -22,6 +23,7 @@ inline bool enabled(LogLevel l) noexcept { return l != LogLevel::off && l <= lev
   do {                                              \
     if (::comm::log::enabled(lvl)) {                \
       std::ostringstream comm_log_os_;              \
+      comm_log_os_.imbue(std::locale::classic());   \
       comm_log_os_ << expr;                         \
       ::comm::log::write(lvl, comm_log_os_.str());  \
     }                                               \

@@ -76,6 +76,14 @@ store_refused)
   expect_in "$ERR" "^comm-info: store: nothing is listening at 127.0.0.1:1: every connection was refused for 5000 ms"
   [ $((t1 - t0)) -le 8 ] || fail "took $((t1 - t0)) s with COMM_TIMEOUT=5"
   ;;
+comm_info_locale)
+  # The tools never call setlocale, so a comma-decimal environment changes nothing
+  # (the library's own numbers are covered by test_locale, under the global locale).
+  LC_ALL=de_DE.UTF-8 LANG=de_DE.UTF-8 run "$BIN/comm-info" --size 1M
+  expect_rc 0
+  grep -qE '^ +[a-z_]+ +[0-9]+\.[0-9]{2} us' "$OUT" || fail "no candidate cost printed as digits.digits"
+  grep -qE '[0-9],[0-9]{2} us|[0-9]+,[0-9]{2}x the best' "$OUT" && fail "a number was printed with a decimal comma"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2

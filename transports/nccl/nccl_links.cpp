@@ -3,6 +3,7 @@
 // default alpha/beta per kind. transports/nccl/README.md documents the numbers.
 
 #include "nccl_transport.hpp"
+#include "util/c_locale.hpp"
 
 #include <dlfcn.h>
 
@@ -215,12 +216,10 @@ std::vector<LinkInfo> detect_links(int rank, const std::vector<PeerIdentity>& pe
 
 std::string encode_links(const std::vector<LinkInfo>& row) {
   std::string out;
-  char num[64];
   for (const auto& l : row) {
     out += to_string(l.kind);
-    // Hexadecimal floats round-trip exactly, so every rank sees the same numbers.
-    std::snprintf(num, sizeof num, " %a %a ", l.alpha_us, l.beta_gbps);
-    out += num;
+    // Shortest round-trip text (to_chars, not the locale's printf): every rank sees the same numbers.
+    out += " " + util::shortest(l.alpha_us) + " " + util::shortest(l.beta_gbps) + " ";
     for (char c : l.detail) out += c == '\n' ? ' ' : c;
     out += '\n';
   }
@@ -232,13 +231,13 @@ std::vector<LinkInfo> decode_links(const std::string& text, int expected) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    std::istringstream ls(line);
+    std::istringstream ls = util::c_istream(line);
     std::string kind, alpha, beta;
     ls >> kind >> alpha >> beta;
     LinkInfo l;
     l.kind = parse_link_kind(kind);
-    l.alpha_us = std::strtod(alpha.c_str(), nullptr);
-    l.beta_gbps = std::strtod(beta.c_str(), nullptr);
+    l.alpha_us = util::parse_double(alpha).value_or(0);
+    l.beta_gbps = util::parse_double(beta).value_or(0);
     std::getline(ls >> std::ws, l.detail);
     row.push_back(std::move(l));
   }

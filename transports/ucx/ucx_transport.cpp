@@ -2,6 +2,7 @@
 // See ucx_transport.hpp for the design; ucx_links.cpp for endpoints, link
 // kinds and peer failure.
 #include "transports/ucx/ucx_transport.hpp"
+#include "util/c_locale.hpp"
 
 #include "util/log.hpp"
 
@@ -44,7 +45,7 @@ constexpr const char* kKeepalive = "1s";
 constexpr auto kMaxSleep = std::chrono::milliseconds(250);
 
 std::string hex(std::uint64_t v) {
-  std::ostringstream os;
+  std::ostringstream os = util::c_ostream();
   os << "0x" << std::hex << v;
   return os.str();
 }
