@@ -6,8 +6,12 @@
 ///
 /// Environment variables (read by from_env):
 ///   COMM_RANK, COMM_WORLD_SIZE, COMM_LOCAL_RANK   this rank, the group size, rank on this host
-///     fallbacks: RANK/WORLD_SIZE/LOCAL_RANK (torchrun), SLURM_PROCID/SLURM_NTASKS/
-///     SLURM_LOCALID (Slurm), OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (Open MPI)
+///     fallbacks, the launcher that started the process first: OMPI_COMM_WORLD_RANK/_SIZE/
+///     _LOCAL_RANK (Open MPI), PMI_RANK/PMI_SIZE/MPI_LOCALRANKID and PMIX_RANK (MPICH, Intel
+///     MPI, PMIx), RANK/WORLD_SIZE/LOCAL_RANK (torchrun), SLURM_PROCID/SLURM_NTASKS/
+///     SLURM_LOCALID (Slurm, which mpirun inside an allocation leaves behind); per variable.
+///     Ranks that disagree (two claim one rank, or different world sizes) fail at creation
+///     with invalid_config naming them (checked by the TCP store).
 ///   COMM_STORE        "host:port" (TCP store; rank 0 hosts it), "file:/dir", or "mpi" (under
 ///                     mpirun: rank 0 hosts a TCP store whose address MPI broadcasts; the
 ///                     default of the mpi transport)

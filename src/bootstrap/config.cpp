@@ -3,7 +3,6 @@
 
 #include <comm/config.hpp>
 #include <comm/error.hpp>
-#include <comm/transport.hpp>
 
 #include <cctype>
 #include <charconv>
@@ -13,6 +12,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+// The transports compiled in (set by CMake; the config layer does not reach
+// into the transport registry, so that it links on its own).
+#ifndef COMM_BUILT_TRANSPORTS
+#define COMM_BUILT_TRANSPORTS "local"
+#endif
 
 namespace comm {
 
@@ -131,13 +136,17 @@ std::chrono::milliseconds parse_seconds(const Found& f) {
 Config Config::from_env() {
   Config c;
   constexpr int kMaxRanks = 1 << 24;
-  // Our names first, then torchrun, Slurm, Open MPI: each launcher only sets its
-  // own, and ours let a user override whatever the launcher decided.
-  static const char* const kRank[] = {"COMM_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
-  static const char* const kSize[] = {"COMM_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
-                                      "OMPI_COMM_WORLD_SIZE"};
-  static const char* const kLocal[] = {"COMM_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
-                                       "OMPI_COMM_WORLD_LOCAL_RANK"};
+  // Our names first, then the launcher that started this very process, most
+  // specific first: mpirun's (Open MPI, then PMI/PMIx as MPICH, Intel MPI and
+  // PMIx launchers set them), then torchrun's, then Slurm's. An allocation's
+  // SLURM_* survive into every process mpirun starts inside it, so they say
+  // the least. Precedence is per variable: a launcher may set only some.
+  static const char* const kRank[] = {"COMM_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK",
+                                      "SLURM_PROCID"};
+  static const char* const kSize[] = {"COMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE",
+                                      "SLURM_NTASKS"};
+  static const char* const kLocal[] = {"COMM_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                       "LOCAL_RANK", "SLURM_LOCALID"};
   std::optional<Found> rank = first_of(kRank);
   std::optional<Found> size = first_of(kSize);
   if (rank) c.rank = static_cast<int>(parse_int(*rank, 0, kMaxRanks - 1));
@@ -166,7 +175,8 @@ Config Config::from_env() {
   if (auto f = env("COMM_TRANSPORT")) {
     if (!util::is_plain_transport_name(*f))
       bad_value("COMM_TRANSPORT", *f,
-                std::string(util::kTransportNameRule) + "; available: " + available_transports_list());
+                std::string(util::kTransportNameRule) + "; this build has: " + COMM_BUILT_TRANSPORTS +
+                    " (and plugins found as libcomm_<name>.so)");
     c.transport = std::string(*f);
   }
   if (auto f = env("COMM_TIMEOUT")) c.timeout = parse_seconds(Found{"COMM_TIMEOUT", *f});
