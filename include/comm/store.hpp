@@ -58,6 +58,18 @@ struct TcpStoreOptions {
   std::size_t max_key_bytes = 4096;
   std::size_t max_value_bytes = std::size_t{64} << 20;
   std::size_t max_connections = 4096;
+  /// Server: connections that have not authenticated yet, at most (the
+  /// oldest is closed to admit a new one); 0 = a quarter of the file
+  /// descriptor limit (RLIMIT_NOFILE), at most 256, so that abusive clients
+  /// cannot exhaust the server process's descriptors.
+  std::size_t max_unauthenticated = 0;
+  /// This process's rank and the world size it was started for; make_store
+  /// fills them from the Config. The server refuses a rank claimed by two
+  /// processes, or a world size that differs from its own, and then fails
+  /// every rank's store requests with ErrorCode::invalid_config naming both.
+  /// -1 / 0: not said (no check).
+  int rank = -1;
+  int world_size = 0;
 };
 
 /// A store served over TCP. The server runs on a background thread owned by

@@ -30,6 +30,8 @@ std::shared_ptr<Store> make_store(const Config& config) {
   opt.bind = config.store_bind;
   opt.token = config.store_token;
   opt.connect_timeout = config.timeout;
+  opt.rank = config.rank;  // the server checks that the ranks agree on the world
+  opt.world_size = config.world_size;
   if (!opt.is_server && opt.port == 0)
     throw Error(ErrorCode::invalid_config, "COMM_STORE='" + s + "' has port 0: rank " +
                                                std::to_string(config.rank) +

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -147,6 +148,19 @@ class TcpStore final : public Store {
                                                where_ + " (a different program on that port?)");
   }
 
+  // The server found that the ranks disagree on the world (payload: str why).
+  Error world_error(const std::string& payload) const {
+    detail::wire::Reader r(payload);
+    const std::string why(r.str(opt_.max_value_bytes));
+    if (!r.done()) return malformed("connect");
+    return Error(ErrorCode::invalid_config, "store at " + where_ + ": " + why);
+  }
+
+  static std::uint64_t random_instance() {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+
   Error lost(const char* what, const std::string& why) const {
     return Error(ErrorCode::store_failure, std::string("store ") + what + ": lost the connection to the store at " +
                                                where_ + " (" + why +
@@ -209,6 +223,8 @@ class TcpStore final : public Store {
         if (!r.done()) throw malformed(what);
         throw Error(ErrorCode::invalid_argument, std::string("store ") + what + ": " + msg);
       }
+      case Status::world_error:
+        throw world_error(payload.substr(1));
     }
     throw malformed(what);
   }
@@ -308,7 +324,14 @@ class TcpStore final : public Store {
       const auto d = detail::hmac_sha256(opt_.token, std::string_view(hello + 10, detail::wire::kNonceBytes));
       digest.assign(reinterpret_cast<const char*>(d.data()), d.size());
     }
-    const std::string frame = detail::wire::Writer{}.u8(static_cast<std::uint8_t>(Op::auth)).str(digest).finish();
+    const bool said = opt_.rank >= 0 && opt_.world_size > 0;
+    const std::string frame = detail::wire::Writer{}
+                                  .u8(static_cast<std::uint8_t>(Op::auth))
+                                  .str(digest)
+                                  .u32(said ? static_cast<std::uint32_t>(opt_.rank) : detail::wire::kNoRank)
+                                  .u32(said ? static_cast<std::uint32_t>(opt_.world_size) : 0)
+                                  .u64(instance_)
+                                  .finish();
     if (detail::send_all(fd.get(), frame.data(), frame.size(), deadline) != IoResult::ok)
       return std::string("the server closed the connection during authentication");
     char head[4];
@@ -319,6 +342,7 @@ class TcpStore final : public Store {
     std::string reply(len, '\0');
     if (detail::recv_exact(fd.get(), reply.data(), len, deadline) != IoResult::ok)
       return std::string("the server closed the connection during authentication");
+    if (static_cast<Status>(reply[0]) == Status::world_error) throw world_error(reply.substr(1));
     if (static_cast<Status>(reply[0]) != Status::ok)
       throw Error(ErrorCode::store_failure, "store: the store at " + where_ +
                                                 " refused this rank's token: COMM_STORE_TOKEN differs from the "
@@ -332,6 +356,7 @@ class TcpStore final : public Store {
   std::string connect_host_;
   std::string where_;
   std::atomic<bool> reached_{false};
+  const std::uint64_t instance_ = random_instance();  // tells this object's connections from other clients'
   std::mutex mu_;
   std::vector<Fd> idle_;
 };

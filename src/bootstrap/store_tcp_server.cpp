@@ -3,6 +3,7 @@
 #include "util/log.hpp"
 #include "util/sha256.hpp"
 #include "bootstrap/store_tcp_wire.hpp"
+#include "bootstrap/store_tcp_world.hpp"
 
 #include <comm/error.hpp>
 
@@ -10,10 +11,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -34,6 +37,49 @@ using wire::Status;
 // A client must authenticate within this time; otherwise its slot is freed.
 constexpr auto kHandshakeTimeout = 30s;
 constexpr std::size_t kReadChunk = 64 * 1024;
+// After accept() fails for want of descriptors the listener rests this long
+// (doubling up to kAcceptBackoffMax), so the loop does not spin on it.
+constexpr auto kAcceptBackoffMin = 50ms;
+constexpr auto kAcceptBackoffMax = 1s;
+// Repeated warnings of one kind: at most one line per this period.
+constexpr auto kWarnEvery = 10s;
+// After the ranks were found to disagree on the world, a server going away
+// keeps answering this long, so that ranks still starting learn why instead
+// of finding nothing listening.
+constexpr auto kWorldErrorLinger = 2s;
+// Default max_unauthenticated: a quarter of RLIMIT_NOFILE, at most this.
+constexpr std::size_t kMaxUnauthenticatedDefault = 256;
+
+std::size_t unauthenticated_limit(std::size_t configured) {
+  if (configured) return configured;
+  rlimit rl{};
+  std::size_t fds = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fds = static_cast<std::size_t>(rl.rlim_cur);
+  return std::clamp<std::size_t>(fds / 4, 4, kMaxUnauthenticatedDefault);
+}
+
+// A warning that may repeat many times a second under abuse: logged at most
+// once per kWarnEvery, saying how many were left out in between.
+class RateLimitedWarning {
+ public:
+  void operator()(const std::string& message) {
+    const auto now = Clock::now();
+    if (now < next_) {
+      ++suppressed_;
+      return;
+    }
+    COMM_WARN(message << (suppressed_ ? " (" + std::to_string(suppressed_) + " more like it in the last " +
+                                            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWarnEvery).count()) +
+                                            " s not shown)"
+                                      : std::string()));
+    suppressed_ = 0;
+    next_ = now + kWarnEvery;
+  }
+
+ private:
+  Clock::time_point next_{};
+  std::size_t suppressed_ = 0;
+};
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -85,6 +131,8 @@ struct Conn {
   std::size_t out_off = 0;
   bool authed = false;
   bool dead = false;
+  int rank = -1;               // the rank it said it is (-1: not said)
+  std::uint64_t instance = 0;  // its client store object
   bool resume = false;  // a parked request was answered; frames behind it wait in `in`
   Clock::time_point handshake_deadline;
   std::optional<Pending> pending;
@@ -99,6 +147,12 @@ struct TcpStoreServer::Loop {
   std::list<Conn> conns;
   std::unordered_map<std::string, std::string> data;
   std::size_t max_frame = 0;
+  std::size_t max_unauthenticated = 0;
+  WorldCheck world;
+  std::atomic<bool> world_failed{false};  // read by the destructor's thread
+  Clock::time_point accept_paused_until{};
+  Clock::duration accept_backoff = kAcceptBackoffMin;
+  RateLimitedWarning warn_no_fds, warn_full, warn_evicted, warn_rejected;
 
   void run();
   void accept_all();
@@ -107,6 +161,11 @@ struct TcpStoreServer::Loop {
   void process(Conn& c);
   void handle(Conn& c, std::string_view payload);
   void reject(Conn& c, const std::string& why);
+  bool evict_oldest_unauthenticated(const char* why);
+  void notice_closed(int rank);
+  void fail_world(const std::string& why);
+  void authenticate(Conn& c, wire::Reader& r);
+  void drop_dead();
   bool satisfied(const Pending& p) const;
   void answer_pending(Conn& c);
   void wake_waiters();
@@ -126,6 +185,8 @@ struct TcpStoreServer::Loop {
 TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options) : loop_(std::make_unique<Loop>()) {
   loop_->opt = options;
   loop_->max_frame = options.max_key_bytes + options.max_value_bytes + wire::kFrameOverhead;
+  loop_->max_unauthenticated = unauthenticated_limit(options.max_unauthenticated);
+  loop_->world = WorldCheck(options.rank, options.world_size);
   const std::string& bind = options.bind.empty() ? options.host : options.bind;
   loop_->listener = listen_tcp(bind, options.port, 1024);
   port_ = local_port(loop_->listener.get());
@@ -140,6 +201,7 @@ TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options) : loop_(std::make
 }
 
 TcpStoreServer::~TcpStoreServer() {
+  if (loop_->world_failed.load(std::memory_order_acquire)) std::this_thread::sleep_for(kWorldErrorLinger);
   const char byte = 1;
   // The loop only checks that the pipe is readable; a failed write (full pipe) still wakes it.
   [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
@@ -153,7 +215,7 @@ void TcpStoreServer::Loop::run() {
     fds.clear();
     order.clear();
     fds.push_back({wake_fd, POLLIN, 0});
-    const bool room = conns.size() < opt.max_connections;
+    const bool room = conns.size() < opt.max_connections && Clock::now() >= accept_paused_until;
     fds.push_back({listener.get(), static_cast<short>(room ? POLLIN : 0), 0});
     for (Conn& c : conns) {
       // While a get/wait is parked, stop reading (one request in flight per
@@ -180,7 +242,46 @@ void TcpStoreServer::Loop::run() {
     }
     expire(Clock::now());
     resume_all();
-    conns.remove_if([](const Conn& c) { return c.dead; });
+    drop_dead();
+  }
+}
+
+void TcpStoreServer::Loop::drop_dead() {
+  for (auto it = conns.begin(); it != conns.end();) {
+    if (!it->dead) {
+      ++it;
+      continue;
+    }
+    if (it->rank >= 0) world.release(it->rank, it->instance);
+    it = conns.erase(it);
+  }
+}
+
+// Frees the slot and, at once, the descriptor of the connection that has
+// waited longest without authenticating; false if there is none. (The entry
+// goes in drop_dead: run() still holds pointers to it.)
+bool TcpStoreServer::Loop::evict_oldest_unauthenticated(const char* why) {
+  for (Conn& c : conns)
+    if (!c.authed && !c.dead) {
+      warn_evicted("store server: closed the connection of " + c.peer + ", which had not authenticated: " + why);
+      c.dead = true;
+      c.fd.reset();
+      return true;
+    }
+  return false;
+}
+
+// Connections claiming `rank` whose client has already closed them (a rank
+// that made a new store object right after destroying its old one) give up
+// their claim now, before the close is seen in the poll loop.
+void TcpStoreServer::Loop::notice_closed(int rank) {
+  for (Conn& c : conns) {
+    if (c.dead || c.rank != rank) continue;
+    pollfd p{c.fd.get(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
+    world.release(c.rank, c.instance);
+    c.rank = -1;
+    c.dead = true;
   }
 }
 
@@ -188,10 +289,27 @@ void TcpStoreServer::Loop::accept_all() {
   while (conns.size() < opt.max_connections) {
     Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
-      if (errno == EMFILE || errno == ENFILE)
-        COMM_WARN("store server: cannot accept a connection: " << std::strerror(errno));
+      if (errno == EMFILE || errno == ENFILE) {
+        // The process is out of descriptors: the listener stays readable, so
+        // rest it instead of spinning, and free one if a stranger holds it.
+        const int err = errno;
+        const bool freed = evict_oldest_unauthenticated("the process is out of file descriptors");
+        warn_no_fds(std::string("store server: cannot accept a connection: ") + std::strerror(err) +
+                    (freed ? "; closed an unauthenticated one" : "") + "; pausing accept for " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(accept_backoff).count()) +
+                    " ms (raise ulimit -n?)");
+        accept_paused_until = Clock::now() + accept_backoff;
+        accept_backoff = std::min<Clock::duration>(accept_backoff * 2, kAcceptBackoffMax);
+      }
       return;
     }
+    accept_backoff = kAcceptBackoffMin;
+    const auto unauthenticated = static_cast<std::size_t>(
+        std::count_if(conns.begin(), conns.end(), [](const Conn& c) { return !c.authed && !c.dead; }));
+    if (unauthenticated >= max_unauthenticated)
+      evict_oldest_unauthenticated(("more than max_unauthenticated=" + std::to_string(max_unauthenticated) +
+                                    " connections have not authenticated")
+                                       .c_str());
     Conn& c = conns.emplace_back();
     c.fd = std::move(fd);
     c.peer = peer_name(c.fd.get());
@@ -205,8 +323,8 @@ void TcpStoreServer::Loop::accept_all() {
                  .finish());
     flush(c);
   }
-  COMM_WARN("store server: " << conns.size() << " connections open (the limit, max_connections); "
-                             "new clients wait until one closes");
+  warn_full("store server: " + std::to_string(conns.size()) +
+            " connections open (the limit, max_connections); new clients wait until one closes");
 }
 
 void TcpStoreServer::Loop::flush(Conn& c) {
@@ -247,6 +365,13 @@ void TcpStoreServer::Loop::process(Conn& c) {
   std::size_t off = 0;
   while (!c.dead && !c.pending && c.in.size() - off >= 4) {
     const std::uint32_t len = wire::read_u32(c.in.data() + off);
+    // Before authentication only the small auth frame is accepted, so a
+    // stranger cannot make the server buffer megabytes.
+    if (!c.authed && len > wire::kMaxAuthFrame) {
+      reject(c, "sent a " + std::to_string(len) + "-byte frame before authenticating (at most " +
+                    std::to_string(wire::kMaxAuthFrame) + ")");
+      return;
+    }
     if (len == 0 || len > max_frame) {
       reject(c, "frame length " + std::to_string(len) + " is outside [1, " + std::to_string(max_frame) +
                     "] bytes (max_key_bytes + max_value_bytes + overhead)");
@@ -260,7 +385,7 @@ void TcpStoreServer::Loop::process(Conn& c) {
 }
 
 void TcpStoreServer::Loop::reject(Conn& c, const std::string& why) {
-  COMM_WARN("store server: rejected client " << c.peer << ": " << why << "; closed its connection");
+  warn_rejected("store server: rejected client " + c.peer + ": " + why + "; closed its connection");
   c.dead = true;
 }
 
@@ -272,26 +397,11 @@ void TcpStoreServer::Loop::handle(Conn& c, std::string_view payload) {
       reject(c, "sent a request before authenticating");
       return;
     }
-    const std::string_view digest = r.str(64);
-    if (!r.done()) {
-      reject(c, "malformed authentication frame");
-      return;
-    }
-    bool good = digest.empty() && opt.token.empty();
-    if (!opt.token.empty()) {
-      const Sha256Digest want = hmac_sha256(opt.token, c.nonce);
-      good = equal_constant_time(digest, std::string_view(reinterpret_cast<const char*>(want.data()), want.size()));
-    }
-    if (!good) {
-      reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
-                   .str("authentication failed: the client's store token does not match the server's")
-                   .finish());
-      flush(c);  // best effort: the reply is tiny and the socket buffer empty
-      reject(c, "wrong store token");
-      return;
-    }
-    c.authed = true;
-    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)).finish());
+    authenticate(c, r);
+    return;
+  }
+  if (!world.error().empty()) {  // the job cannot work: every request says why
+    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(world.error()).finish());
     flush(c);
     return;
   }
@@ -361,6 +471,62 @@ void TcpStoreServer::Loop::handle(Conn& c, std::string_view payload) {
   flush(c);
 }
 
+void TcpStoreServer::Loop::authenticate(Conn& c, wire::Reader& r) {
+  const std::string_view digest = r.str(64);
+  const std::uint32_t rank = r.u32(), size = r.u32();
+  const std::uint64_t instance = r.u64();
+  if (!r.done() || (rank != wire::kNoRank && (size == 0 || rank >= size))) {
+    reject(c, "malformed authentication frame");
+    return;
+  }
+  bool good = digest.empty() && opt.token.empty();
+  if (!opt.token.empty()) {
+    const Sha256Digest want = hmac_sha256(opt.token, c.nonce);
+    good = equal_constant_time(digest, std::string_view(reinterpret_cast<const char*>(want.data()), want.size()));
+  }
+  if (!good) {
+    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
+                 .str("authentication failed: the client's store token does not match the server's")
+                 .finish());
+    flush(c);  // best effort: the reply is tiny and the socket buffer empty
+    reject(c, "wrong store token");
+    return;
+  }
+  const bool said = rank != wire::kNoRank;
+  const bool had_error = !world.error().empty();
+  if (said) notice_closed(static_cast<int>(rank));
+  const std::string& problem =
+      said ? world.claim(static_cast<int>(rank), static_cast<int>(size), instance, c.peer) : world.error();
+  if (!problem.empty()) {
+    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(problem).finish());
+    flush(c);
+    c.dead = true;
+    if (!had_error) fail_world(problem);
+    return;
+  }
+  c.authed = true;
+  if (said) {
+    c.rank = static_cast<int>(rank);
+    c.instance = instance;
+  }
+  reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)).finish());
+  flush(c);
+}
+
+// The ranks disagree on the world: answer every parked request with why
+// (later requests get the same answer in handle()).
+void TcpStoreServer::Loop::fail_world(const std::string& why) {
+  COMM_WARN("store server: " << why);
+  world_failed.store(true, std::memory_order_release);
+  for (Conn& c : conns) {
+    if (c.dead || !c.pending) continue;
+    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(why).finish());
+    c.pending.reset();
+    c.resume = true;
+    flush(c);
+  }
+}
+
 bool TcpStoreServer::Loop::satisfied(const Pending& p) const {
   return std::all_of(p.keys.begin(), p.keys.end(), [&](const std::string& k) { return data.count(k) != 0; });
 }
@@ -422,6 +588,7 @@ void TcpStoreServer::Loop::resume_all() {
 
 Clock::time_point TcpStoreServer::Loop::next_deadline() const {
   auto next = Clock::now() + 1h;
+  if (accept_paused_until > Clock::now()) next = std::min(next, accept_paused_until);
   for (const Conn& c : conns) {
     if (!c.authed) next = std::min(next, c.handshake_deadline);
     if (c.pending) next = std::min(next, c.pending->deadline);

@@ -5,8 +5,14 @@
 // payload. On accept the server sends a hello frame
 //   "CMST" | u8 version | u8 token_required | 16-byte nonce
 // and the client's first frame must be
-//   u8 Op::auth | str digest   (HMAC-SHA-256(token, nonce), or "" without a token)
-// answered by a response; nothing else is served before it. Requests are
+//   u8 Op::auth | str digest | u32 rank | u32 world_size | u64 instance
+// (digest: HMAC-SHA-256(token, nonce), or "" without a token; rank kNoRank
+// when the client does not say; instance: random per client store object),
+// at most kMaxAuthFrame bytes, answered by a response; nothing else is
+// served, or buffered, before it. The server checks the rank against the
+// world it knows: a rank claimed by two live clients, or a world size that
+// differs from the others', is answered Status::world_error, and from then on
+// every request of every client is (the job cannot work). Requests are
 //   u8 op | fields (str = u32 length + bytes, integers big-endian)
 // and each gets one response: u8 Status | payload. A client has at most one
 // request in flight per connection. Any frame that breaks these rules closes
@@ -20,16 +26,20 @@
 namespace comm::detail::wire {
 
 inline constexpr char kMagic[4] = {'C', 'M', 'S', 'T'};
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kHelloBytes = 4 + 1 + 1 + kNonceBytes;
 /// Room for opcode, lengths and integers around the key and value of a frame.
 inline constexpr std::size_t kFrameOverhead = 64;
+/// The longest authentication frame (payload): 1 + 4 + 64 + 4 + 4 + 8 with room.
+inline constexpr std::size_t kMaxAuthFrame = 128;
+/// The rank field of a client that does not say which rank it is.
+inline constexpr std::uint32_t kNoRank = 0xffffffffu;
 /// At most this many missing keys are listed in a timeout response.
 inline constexpr std::uint32_t kMaxListedKeys = 16;
 
 enum class Op : std::uint8_t { auth = 1, set, get, wait, add, check, erase };
-enum class Status : std::uint8_t { ok = 0, timed_out = 1, error = 2 };
+enum class Status : std::uint8_t { ok = 0, timed_out = 1, error = 2, world_error = 3 };
 
 /// Builds a frame: reserve the length, append fields, then finish().
 class Writer {

@@ -30,13 +30,13 @@ bad_transport_name)
   COMM_TRANSPORT=../../etc/x run "$BIN/comm-info"
   expect_rc 2
   expect_in "$ERR" "COMM_TRANSPORT='../../etc/x' is not valid: expected a transport name"
-  expect_in "$ERR" "available: .*local"
-  expect_not_in "$ERR" "libcomm_"
+  expect_in "$ERR" "this build has: local"
+  expect_not_in "$ERR" "libcomm_\.\./"
   run "$BIN/comm-bench" --transport ../x -b 8 -e 8
   expect_rc 2
   expect_in "$ERR" "--transport '../x': '../x' is not valid"
   expect_in "$ERR" "available: .*local.*, or all"
-  expect_not_in "$ERR" "libcomm_"
+  expect_not_in "$ERR" "libcomm_\.\./"
   COMM_TRANSPORT=carrier_pigeon run "$BIN/comm-bench" -b 8 -e 8
   expect_rc 2
   expect_in "$ERR" "COMM_TRANSPORT 'carrier_pigeon': could not load libcomm_carrier_pigeon.so"
@@ -83,6 +83,36 @@ comm_info_locale)
   expect_rc 0
   grep -qE '^ +[a-z_]+ +[0-9]+\.[0-9]{2} us' "$OUT" || fail "no candidate cost printed as digits.digits"
   grep -qE '[0-9],[0-9]{2} us|[0-9]+,[0-9]{2}x the best' "$OUT" && fail "a number was printed with a decimal comma"
+  ;;
+launcher_precedence)
+  # mpirun inside a Slurm allocation: the allocation's SLURM_* (a 1-task step)
+  # survive into every process; mpirun's own variables must win.
+  run "$BIN/commrun" -n 2 --transport ucx -- sh -c '
+    export OMPI_COMM_WORLD_RANK=$COMM_RANK OMPI_COMM_WORLD_SIZE=$COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK=$COMM_RANK
+    export SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0
+    unset COMM_RANK COMM_WORLD_SIZE COMM_LOCAL_RANK
+    exec "$0" --size 8' "$BIN/comm-info"
+  expect_rc 0
+  expect_in "$OUT" "^\[r0\] comm-info: 2 ranks, transport ucx$"
+  ;;
+world_size_mismatch|duplicate_rank)
+  # Every rank must fail within seconds naming the problem (all allowed to fail,
+  # so that commrun waits for each instead of stopping the others).
+  if [ "$CASE" = world_size_mismatch ]; then
+    fix='[ "$COMM_RANK" = 1 ] && export COMM_WORLD_SIZE=2'
+    want="rank 1 (.*) was started for a world of 2 ranks, but rank 0 for 3"
+  else
+    fix='[ "$COMM_RANK" = 2 ] && export COMM_RANK=1 COMM_LOCAL_RANK=1'
+    want="rank 1 is claimed by two processes"
+  fi
+  t0=$(date +%s)
+  COMM_TIMEOUT=30 run "$BIN/commrun" -n 3 --transport ucx --allow-fail 0,1,2 -- sh -c "$fix"'
+    exec "$0" --size 8' "$BIN/comm-info"
+  t1=$(date +%s)
+  [ "$(grep -c "^\[r[0-2]\] comm-info: store at .*: $want" "$ERR")" -eq 3 ] ||
+    fail "expected all 3 ranks to fail with: $want"
+  [ "$(grep -c "exited with code 2 (allowed by --allow-fail)" "$ERR")" -eq 3 ] || fail "expected 3 ranks to exit with 2"
+  [ $((t1 - t0)) -le 15 ] || fail "took $((t1 - t0)) s"
   ;;
 *)
   echo "unknown case $CASE"

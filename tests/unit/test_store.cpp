@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "store_test_util.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,38 +27,11 @@
 #include <vector>
 
 using namespace std::chrono_literals;
+using namespace comm::test;
 using comm::ErrorCode;
 using comm::Store;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn, ErrorCode* code = nullptr) {
-  try {
-    fn();
-  } catch (const comm::Error& e) {
-    if (code) *code = e.code();
-    return e.what();
-  }
-  return "";
-}
-
-std::shared_ptr<Store> tcp_server(const std::string& token = "") {
-  comm::TcpStoreOptions o;
-  o.is_server = true;
-  o.token = token;
-  o.connect_timeout = 2s;
-  return comm::make_tcp_store(o);
-}
-
-std::shared_ptr<Store> tcp_client(std::uint16_t port, const std::string& token = "",
-                                  std::chrono::milliseconds connect_timeout = 2s) {
-  comm::TcpStoreOptions o;
-  o.port = port;
-  o.token = token;
-  o.connect_timeout = connect_timeout;
-  return comm::make_tcp_store(o);
-}
 
 std::string temp_dir(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
@@ -145,62 +120,6 @@ void check_threads(const std::vector<Store*>& handles) {
   for (auto& t : ts) t.join();
   CHECK(bad == 0);
   CHECK(handles[0]->add("threads/counter", 0) == kThreads * kAdds);
-}
-
-// ---- raw-socket helpers for the server's defences
-
-int raw_connect(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  return fd;
-}
-
-void raw_send(int fd, const std::string& bytes) {
-  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
-}
-
-// Reads until the peer closes or `limit` passes; true if it closed.
-bool closed_by_peer(int fd, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  char buf[256];
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return true;
-  }
-  return false;
-}
-
-std::string be32(std::uint32_t v) {
-  std::string s(4, '\0');
-  for (int i = 0; i < 4; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>(v >> (24 - 8 * i));
-  return s;
-}
-
-// Connects, reads the greeting and authenticates without a token (the server has none).
-int raw_authenticated(std::uint16_t port) {
-  const int fd = raw_connect(port);
-  char hello[26];
-  REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 26);
-  CHECK(std::string(hello + 4, 4) == "CMST");
-  raw_send(fd, be32(5) + std::string("\x01\0\0\0\0", 5));  // Op::auth, empty digest
-  char reply[5];
-  REQUIRE(::recv(fd, reply, sizeof reply, MSG_WAITALL) == 5);
-  CHECK(reply[4] == 0);  // Status::ok
-  return fd;
-}
-
-// The server still serves a well-behaved client quickly.
-void check_still_serving(Store& s, const std::string& tag) {
-  const auto t0 = Clock::now();
-  s.set("alive-" + tag, tag);
-  CHECK(s.get("alive-" + tag, 1s) == tag);
-  CHECK(Clock::now() - t0 < 1s);
 }
 
 }  // namespace
