@@ -5,28 +5,8 @@
 set -u
 COMMRUN=$1
 CASE=$2
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/commrun-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-OUT=$WORK/out
-ERR=$WORK/err
-
-fail() {
-  echo "FAIL ($CASE): $*"
-  echo "--- stdout"; cat "$OUT" 2>/dev/null
-  echo "--- stderr"; cat "$ERR" 2>/dev/null
-  exit 1
-}
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-# run <commrun args...>: runs commrun, sets RC and MS (elapsed milliseconds).
-run() {
-  t0=$(now_ms)
-  "$COMMRUN" "$@" >"$OUT" 2>"$ERR"
-  RC=$?
-  MS=$(( $(now_ms) - t0 ))
-}
-expect_rc() { [ "$RC" -eq "$1" ] || fail "exit code $RC, expected $1"; }
-expect_in() { grep -q -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"; }
-expect_not_in() { ! grep -q -- "$2" "$1" || fail "'$2' unexpectedly in $(basename "$1")"; }
+RUNNER=$COMMRUN  # run <commrun args...>
+. "$(dirname "$0")/sh_test_lib.sh"
 
 case $CASE in
 exit_code)

@@ -5,24 +5,7 @@
 set -u
 BIN=$1
 CASE=$2
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tools-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-OUT=$WORK/out
-ERR=$WORK/err
-
-fail() {
-  echo "FAIL ($CASE): $*"
-  echo "--- stdout"; cat "$OUT" 2>/dev/null
-  echo "--- stderr"; cat "$ERR" 2>/dev/null
-  exit 1
-}
-run() {
-  "$@" >"$OUT" 2>"$ERR"
-  RC=$?
-}
-expect_rc() { [ "$RC" -eq "$1" ] || fail "exit code $RC, expected $1"; }
-expect_in() { grep -q -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"; }
-expect_not_in() { ! grep -q -- "$2" "$1" || fail "'$2' unexpectedly in $(basename "$1")"; }
+. "$(dirname "$0")/sh_test_lib.sh"
 
 case $CASE in
 bad_transport_name)

@@ -79,54 +79,41 @@ TEST_CASE("from_env with nothing set gives the documented defaults") {
 
 TEST_CASE("rank variables: COMM_* > Open MPI > PMI > PMIx > torchrun > Slurm") {
   CleanEnv env;
-  // What an allocation leaves behind: Slurm's variables for a 1-task step.
-  env.set("SLURM_PROCID", "0");
-  env.set("SLURM_NTASKS", "1");
-  env.set("SLURM_LOCALID", "0");
-  Config c = Config::from_env();
-  CHECK(c.rank == 0);
-  CHECK(c.world_size == 1);
-
-  env.set("RANK", "3");
-  env.set("WORLD_SIZE", "30");
-  env.set("LOCAL_RANK", "3");
-  c = Config::from_env();
-  CHECK(c.rank == 3);
-  CHECK(c.world_size == 30);
-  CHECK(c.local_rank == 3);
-
-  env.set("PMIX_RANK", "5");
-  CHECK(Config::from_env().rank == 5);
-  CHECK(Config::from_env().world_size == 30);
-
-  env.set("PMI_RANK", "6");
-  env.set("PMI_SIZE", "60");
-  env.set("MPI_LOCALRANKID", "6");
-  c = Config::from_env();
-  CHECK(c.rank == 6);
-  CHECK(c.world_size == 60);
-  CHECK(c.local_rank == 6);
-
-  // mpirun inside that allocation: its own variables win over everything but ours.
-  env.set("OMPI_COMM_WORLD_RANK", "1");
-  env.set("OMPI_COMM_WORLD_SIZE", "10");
-  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
-  c = Config::from_env();
-  CHECK(c.rank == 1);
-  CHECK(c.world_size == 10);
-  CHECK(c.local_rank == 1);
-
-  env.set("COMM_RANK", "4");
-  env.set("COMM_WORLD_SIZE", "40");
-  env.set("COMM_LOCAL_RANK", "4");
-  c = Config::from_env();
-  CHECK(c.rank == 4);
-  CHECK(c.world_size == 40);
-  CHECK(c.local_rank == 4);
+  // Launchers from the least to the most specific; each one set on top of the
+  // others must win. Slurm's come first: an allocation leaves them (here for a
+  // 1-task step) in every process mpirun starts inside it.
+  struct Launcher {
+    const char *rank, *size, *local;
+    int value;
+  };
+  const Launcher order[] = {{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", 0},
+                            {"RANK", "WORLD_SIZE", "LOCAL_RANK", 3},
+                            {"PMIX_RANK", nullptr, nullptr, 5},
+                            {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", 6},
+                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", 1},
+                            {"COMM_RANK", "COMM_WORLD_SIZE", "COMM_LOCAL_RANK", 4}};
+  int size = 1, local = 0;
+  for (const Launcher& l : order) {
+    const std::string v = std::to_string(l.value);
+    INFO(l.rank);
+    env.set(l.rank, v.c_str());
+    if (l.size) {
+      size = l.value == 0 ? 1 : l.value * 10;
+      env.set(l.size, std::to_string(size).c_str());
+    }
+    if (l.local) {
+      local = l.value;
+      env.set(l.local, v.c_str());
+    }
+    const Config c = Config::from_env();
+    CHECK(c.rank == l.value);
+    CHECK(c.world_size == size);
+    CHECK(c.local_rank == local);
+  }
 
   // Precedence is per variable: a launcher may set only some of them.
   ::unsetenv("COMM_WORLD_SIZE");
-  c = Config::from_env();
+  Config c = Config::from_env();
   CHECK(c.rank == 4);
   CHECK(c.world_size == 10);
 
