@@ -6,7 +6,8 @@
 //   "CMST" | u8 version | u8 token_required | 16-byte nonce
 // and the client's first frame must be
 //   u8 Op::auth | str digest | u32 rank | u32 world_size | u64 instance
-// (digest: HMAC-SHA-256(token, nonce), or "" without a token; rank kNoRank
+// (digest: HMAC-SHA-256(token, nonce), or "" without a token, see util/sha256.hpp
+// for what it does and does not guarantee; rank kNoRank
 // when the client does not say; instance: random per client store object),
 // at most kMaxAuthFrame bytes, answered by a response; nothing else is
 // served, or buffered, before it. The server checks the rank against the
