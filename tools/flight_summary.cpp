@@ -1,10 +1,11 @@
 #include "flight_summary.hpp"
 
+#include "util/json.hpp"
+
 #include <algorithm>
 #include <dirent.h>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 namespace commrun {
@@ -20,41 +21,36 @@ struct LastOp {
   long steps_done = 0, steps_total = 0;
 };
 
-long number(const std::string& text, const char* key, long fallback = -1) {
-  std::smatch m;
-  if (std::regex_search(text, m, std::regex(std::string("\"") + key + "\":(-?[0-9]+)"))) return std::stol(m[1]);
-  return fallback;
-}
-
-std::string text_field(const std::string& text, const char* key) {
-  std::smatch m;
-  if (std::regex_search(text, m, std::regex(std::string("\"") + key + "\":\"([^\"]*)\""))) return m[1];
-  return {};
-}
-
+// A dump that is not JSON (a rank killed while writing it) counts as no dump.
 LastOp parse(const std::string& dump) {
   LastOp r;
-  const auto ops = dump.find("\"operations\":[");
-  const std::string header = dump.substr(0, ops);
-  r.rank = static_cast<int>(number(header, "rank"));
-  r.communicator = number(header, "communicator", 0);
-  r.size = number(header, "size", 0);
-  if (ops == std::string::npos) return r;
+  comm::json::Value root;
+  try {
+    root = comm::json::parse(dump, "flight-recorder dump");
+  } catch (const comm::json::ParseError&) {
+    return r;
+  }
+  const auto integer = [](const comm::json::Value& v, std::string_view key, long fallback) {
+    const comm::json::Value* n = v.find(key);
+    const auto i = n ? n->integer() : std::nullopt;
+    return i ? static_cast<long>(*i) : fallback;
+  };
+  r.rank = static_cast<int>(integer(root, "rank", -1));
+  r.communicator = integer(root, "communicator", 0);
+  r.size = integer(root, "size", 0);
+  const comm::json::Value* ops = root.find("operations");
+  if (!ops) return r;
   // The newest entry that is a collective (send/recv carry no sequence number).
-  std::vector<std::size_t> entries;
-  for (auto at = dump.find("{\"id\":", ops); at != std::string::npos; at = dump.find("{\"id\":", at + 1))
-    entries.push_back(at);
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    const std::string op = dump.substr(*it, dump.find('}', *it) - *it);
-    const std::string coll = text_field(op, "collective");
+  for (auto it = ops->array.rbegin(); it != ops->array.rend(); ++it) {
+    const std::string coll = it->string_or("collective");
     if (coll == "send" || coll == "recv") continue;
     r.has_op = true;
-    r.seq = number(op, "seq");
+    r.seq = integer(*it, "seq", -1);
     r.collective = coll;
-    r.algorithm = text_field(op, "algorithm");
-    r.state = text_field(op, "state");
-    r.steps_done = number(op, "steps_done", 0);
-    r.steps_total = number(op, "steps_total", 0);
+    r.algorithm = it->string_or("algorithm");
+    r.state = it->string_or("state");
+    r.steps_done = integer(*it, "steps_done", 0);
+    r.steps_total = integer(*it, "steps_total", 0);
     break;
   }
   return r;

@@ -88,11 +88,12 @@ void unregister_live(const CommunicatorImpl* c) noexcept {
 }
 
 std::string CommunicatorImpl::flight_recorder_json(const std::string& reason) const {
-  std::string header = "\"rank\":" + std::to_string(rank_) + ",\"size\":" + std::to_string(size_) +
-                       ",\"pid\":" + std::to_string(::getpid()) + ",\"communicator\":" +
-                       std::to_string(generation_) + ",\"transport\":\"" + config_.transport +
-                       "\",\"reason\":\"" + reason + "\",\"failed\":" + (failed() ? "true" : "false");
-  return recorder_.json(header);
+  json::Writer w;
+  w.begin_object().member("rank", rank_).member("size", size_).member("pid", ::getpid());
+  w.member("communicator", generation_).member("transport", config_.transport).member("reason", reason);
+  w.member("failed", failed());
+  recorder_.write_operations(w);
+  return w.end_object().str();
 }
 
 void CommunicatorImpl::dump_flight_recorder(const std::string& reason) const noexcept {

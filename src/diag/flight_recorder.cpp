@@ -1,9 +1,6 @@
 #include "diag/flight_recorder.hpp"
-#include "util/c_locale.hpp"
 
-#include "select/tuning_file.hpp"
-
-#include <cstdio>
+#include <cmath>
 
 namespace comm::detail {
 namespace {
@@ -49,29 +46,24 @@ void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_d
   if (!error.empty()) r.error = error;
 }
 
-std::string FlightRecorder::json(const std::string& header) const {
+void FlightRecorder::write_operations(json::Writer& w) const {
+  // Tenths of a microsecond are all a timeline needs; the rest is noise.
+  const auto tenths = [](double us) { return std::round(us * 10) / 10; };
   std::lock_guard lk(mu_);
-  std::string out = "{" + header + ",\"operations\":[";
+  w.key("operations").begin_array();
   const std::uint64_t n = std::min<std::uint64_t>(recorded_, ring_.size());
   const std::uint64_t first = recorded_ - n;
-  char buf[256];
   for (std::uint64_t k = 0; k < n; ++k) {
     const FlightRecord& r = ring_[(first + k) % ring_.size()];
-    std::snprintf(buf, sizeof buf,
-                  "%s{\"id\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"bytes\":%zu,\"dtype\":\"%s\","
-                  "\"op\":\"%s\",\"root\":%d,\"steps_done\":%zu,\"steps_total\":%zu,\"start_us\":%s,"
-                  "\"end_us\":%s,",
-                  k ? "," : "", static_cast<unsigned long long>(r.id), static_cast<unsigned long long>(r.seq),
-                  std::string(to_string(r.collective)).c_str(), r.bytes, std::string(to_string(r.dtype)).c_str(),
-                  std::string(to_string(r.op)).c_str(), r.root, r.steps_done, r.steps_total,
-                  util::fixed(r.start_us, 1).c_str(), util::fixed(r.end_us, 1).c_str());
-    out += buf;
-    out += "\"algorithm\":" + json::quote(r.algorithm) + ",\"state\":\"" + state_name(r.state) + "\"";
-    if (!r.error.empty()) out += ",\"error\":" + json::quote(r.error);
-    out += "}";
+    w.begin_object().member("id", r.id).member("seq", r.seq).member("collective", to_string(r.collective));
+    w.member("bytes", r.bytes).member("dtype", to_string(r.dtype)).member("op", to_string(r.op));
+    w.member("root", r.root).member("steps_done", r.steps_done).member("steps_total", r.steps_total);
+    w.member("start_us", tenths(r.start_us)).member("end_us", tenths(r.end_us));
+    w.member("algorithm", r.algorithm).member("state", state_name(r.state));
+    if (!r.error.empty()) w.member("error", r.error);
+    w.end_object();
   }
-  out += "]}";
-  return out;
+  w.end_array();
 }
 
 }  // namespace comm::detail

@@ -3,6 +3,8 @@
 // big, which algorithm, how far they got, how long they took, how they
 // ended) so a hang or failure can be explained after the fact.
 
+#include "util/json.hpp"
+
 #include <comm/types.hpp>
 
 #include <chrono>
@@ -41,8 +43,8 @@ class FlightRecorder {
   void record(const FlightRecord& r);
   void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
               const std::string& error = {});
-  // {<header>,"operations":[...]}; header is ready-made JSON members.
-  std::string json(const std::string& header) const;
+  // Writes the member "operations": [...] (oldest first) into the object `w` is in.
+  void write_operations(json::Writer& w) const;
   double now_us() const;
 
  private:

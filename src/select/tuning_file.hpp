@@ -20,9 +20,10 @@
 //
 // Every key is optional except the version; unknown keys, wrong types and
 // out-of-range numbers are errors (a typo must not silently fall back to the
-// defaults). Also holds the small JSON reader this needs (no dependencies).
+// defaults). Read and written with the one JSON module (util/json.hpp).
 
 #include "select/cost_model.hpp"
+#include "util/json.hpp"
 
 #include <comm/store.hpp>
 
@@ -36,33 +37,6 @@
 #include <vector>
 
 namespace comm {
-
-namespace json {
-
-// A parsed JSON value. Object members keep their order of appearance.
-struct Value {
-  enum class Kind { null, boolean, number, string, array, object };
-  Kind kind = Kind::null;
-  bool boolean = false;
-  double number = 0;
-  std::string string;
-  std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;
-
-  // The member `key` of an object, or nullptr.
-  const Value* find(std::string_view key) const;
-};
-
-std::string_view to_string(Value::Kind k) noexcept;
-
-// Parses a complete JSON text (RFC 8259: one value, surrounding whitespace).
-// Throws comm::Error(invalid_config) "<what>: line L, column C: <problem>".
-Value parse(std::string_view text, std::string_view what = "JSON");
-
-// `s` as a JSON string literal, quotes included.
-std::string quote(std::string_view s);
-
-}  // namespace json
 
 inline constexpr int kTuningFileVersion = 2;
 

@@ -3,7 +3,6 @@
 
 #include "tools/bench/compare.hpp"
 #include "tools/bench/data.hpp"
-#include "tools/bench/json_writer.hpp"
 #include "tools/bench/options.hpp"
 #include "tools/bench/report.hpp"
 #include "tools/bench/runner.hpp"
@@ -177,56 +176,6 @@ TEST_CASE("option parsing") {
   CHECK(list.colls == std::vector<BenchColl>{BenchColl::allreduce, BenchColl::sendrecv});
   CHECK(list.coll == BenchColl::allreduce);
   CHECK(usage().find("median over iterations") != std::string::npos);
-}
-
-TEST_CASE("JSON writer output parses back") {
-  JsonWriter w;
-  w.begin_object();
-  w.key("s").value("quote \" backslash \\ newline \n tab \t ctrl \x01 utf8 \xc3\xa9");
-  w.key("d").value(0.1);
-  w.key("big").value(1.0e300);
-  w.key("nan").value(std::nan(""));
-  w.key("i").value(std::int64_t{-42});
-  w.key("u").value(std::size_t{1} << 40);
-  w.key("b").value(true);
-  w.key("n").null();
-  w.key("a").begin_array().value(1).begin_object().key("k").value("v").end_object().end_array();
-  w.end_object();
-  const json::Value v = json::parse(w.str());
-  REQUIRE(v.kind == json::Value::Kind::object);
-  CHECK(v.find("s")->string == "quote \" backslash \\ newline \n tab \t ctrl \x01 utf8 \xc3\xa9");
-  CHECK(v.find("d")->number == 0.1);  // shortest round-trip form
-  CHECK(v.find("big")->number == 1.0e300);
-  CHECK(v.find("nan")->kind == json::Value::Kind::null);
-  CHECK(v.find("i")->number == -42);
-  CHECK(v.find("u")->number == static_cast<double>(std::size_t{1} << 40));
-  CHECK(v.find("b")->boolean);
-  CHECK(v.find("n")->kind == json::Value::Kind::null);
-  REQUIRE(v.find("a")->array.size() == 2);
-  CHECK(v.find("a")->array[1].find("k")->string == "v");
-
-  JsonWriter bad;
-  bad.begin_object();
-  CHECK_THROWS_AS(bad.value(1), Error);  // a value needs a key inside an object
-  CHECK_THROWS_AS(bad.str(), Error);     // still open
-  JsonWriter unbalanced;
-  CHECK_THROWS_AS(unbalanced.end_array(), Error);
-}
-
-TEST_CASE("JSON reader rejects malformed text with a position") {
-  CHECK(json::parse(" [1, -2.5e3, \"\\u00e9\\ud83d\\ude00\"] ").array[2].string == "\xc3\xa9\xf0\x9f\x98\x80");
-  for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "\"abc", "tru", "{\"a\":1,\"a\":2}", "[1] 2",
-                          "\"\\x\"", "-", "{1:2}"}) {
-    CAPTURE(bad);
-    CHECK_THROWS_AS(json::parse(bad), Error);
-  }
-  try {
-    json::parse("{\n  \"a\": [1, 2,,]\n}", "t.json");
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::invalid_config);
-    CHECK(std::string(e.what()).find("t.json: line 2, column 14") != std::string::npos);
-  }
 }
 
 TEST_CASE("results JSON has one record per point with the documented fields") {

@@ -1,6 +1,6 @@
 #include "report.hpp"
 
-#include "json_writer.hpp"
+#include "util/json.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -104,61 +104,32 @@ void print_summary(std::FILE* f, const std::string& transport, const std::vector
 }
 
 std::string results_json(const RunInfo& info, const std::vector<Result>& results) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("tool").value("comm-bench");
-  w.key("command").value(info.command);
-  w.key("ranks").value(info.ranks);
-  w.key("time").value("median over iterations of the slowest rank's time; each iteration timed between barriers");
+  json::Writer w;
+  w.set_break_depth(2);  // one record per line
+  w.begin_object().member("tool", "comm-bench").member("command", info.command).member("ranks", info.ranks);
+  w.member("time", "median over iterations of the slowest rank's time; each iteration timed between barriers");
   w.key("records").begin_array();
   for (const auto& r : results) {
-    w.begin_object();
-    w.key("coll").value(to_string(r.coll));
-    w.key("transport").value(r.transport);
-    w.key("algo").value(r.algo);
-    w.key("ran").value(r.ran);
-    w.key("ranks").value(r.ranks);
-    w.key("bytes").value(r.layout.bytes);
-    w.key("count").value(r.layout.count);
-    w.key("dtype").value(to_string(r.dtype));
-    if (has_reduce_op(r.coll)) w.key("op").value(to_string(r.op));
-    else w.key("op").null();
-    if (r.root >= 0) w.key("root").value(r.root);
-    else w.key("root").null();
-    w.key("iters").value(r.iters);
-    w.key("time_us").value(r.time_us);
-    w.key("p10_us").value(r.p10_us);
-    w.key("p90_us").value(r.p90_us);
-    w.key("algbw_gbps").value(r.algbw_gbps);
-    w.key("busbw_gbps").value(r.busbw_gbps);
-    if (r.wrong >= 0) w.key("wrong").value(static_cast<std::int64_t>(r.wrong));
-    else w.key("wrong").null();
-    if (r.pred_us >= 0) w.key("pred_us").value(r.pred_us);
-    else w.key("pred_us").null();
-    if (!r.auto_pick.empty()) w.key("auto_pick").value(r.auto_pick);
-    else w.key("auto_pick").null();
-    w.end_object();
+    w.begin_object().member("coll", to_string(r.coll)).member("transport", r.transport).member("algo", r.algo);
+    w.member("ran", r.ran).member("ranks", r.ranks).member("bytes", r.layout.bytes).member("count", r.layout.count);
+    w.member("dtype", to_string(r.dtype)).member_or_null("op", has_reduce_op(r.coll), to_string(r.op));
+    w.member_or_null("root", r.root >= 0, r.root).member("iters", r.iters).member("time_us", r.time_us);
+    w.member("p10_us", r.p10_us).member("p90_us", r.p90_us);
+    w.member("algbw_gbps", r.algbw_gbps).member("busbw_gbps", r.busbw_gbps);
+    w.member_or_null("wrong", r.wrong >= 0, r.wrong).member_or_null("pred_us", r.pred_us >= 0, r.pred_us);
+    w.member_or_null("auto_pick", !r.auto_pick.empty(), r.auto_pick).end_object();
   }
   w.end_array();
   w.key("skipped_transports").begin_array();
-  for (const auto& s : info.skipped_transports) {
-    w.begin_object();
-    w.key("transport").value(s.name);
-    w.key("reason").value(s.reason);
-    w.end_object();
-  }
+  for (const auto& s : info.skipped_transports)
+    w.begin_object().member("transport", s.name).member("reason", s.reason).end_object();
   w.end_array();
   w.key("skipped").begin_array();
   for (const auto& s : info.skipped_points) {
-    w.begin_object();
-    w.key("transport").value(s.transport);
-    w.key("algo").value(s.algo);
-    w.key("bytes").value(s.bytes);
-    w.key("reason").value(s.reason);
-    w.end_object();
+    w.begin_object().member("transport", s.transport).member("algo", s.algo).member("bytes", s.bytes);
+    w.member("reason", s.reason).end_object();
   }
-  w.end_array();
-  w.end_object();
+  w.end_array().end_object();
   return w.str() + "\n";
 }
 
