@@ -10,7 +10,7 @@
 //
 // Run: build/bin/shard_planner --fabric nvswitch --layers 80 --hidden 8192 --batch 8
 
-#include "cli.hpp"
+#include "util/cli.hpp"
 
 #include <comm/comm.hpp>
 
@@ -107,42 +107,40 @@ std::string human_bytes(std::size_t b) {
   return buf;
 }
 
-constexpr const char* kUsage =
-    "usage: shard_planner [--fabric nvswitch|nvlink|pcie|ib|tcp | --calibrated] [--layers N] [--hidden N]\n"
-    "                     [--batch N] [--tokens N] [--dtype bf16] [--compute-us US] [--hbm-gbps G]\n"
-    "                     [--max-tp N] [--alpha-us US] [--beta-gbps G] [--step-us US] [--csv]\n"
-    "Predicts per-step all-reduce time of tensor parallelism for TP = 1, 2, 4, ... --max-tp (default 16)\n"
-    "and compares it with the per-step compute time.\n"
-    "  --fabric      link preset (default nvswitch); sources are printed and in examples/README.md\n"
-    "  --calibrated  use the link this job's communicator measured (run under commrun, >= 2 ranks)\n"
-    "  --batch       sequences per step (8); --tokens: tokens per sequence per step (1 = decode)\n"
-    "  --compute-us  compute time of one step on ONE GPU; default: weight bytes / --hbm-gbps\n"
-    "  --hbm-gbps    assumed achievable HBM bandwidth for the default (2700 = 80 % of H100 SXM)\n"
-    "  --alpha-us, --beta-gbps, --step-us   override the preset's link latency, bandwidth and\n"
-    "                per-step compute overhead with your own measurements\n"
-    "  --csv         machine-readable rows: tp,bytes,algorithm,allreduce_us,comm_us,compute_us\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  example::Args args(argc, argv, kUsage);
-  const int layers = static_cast<int>(args.integer("layers", 32, 1));
-  const auto hidden = static_cast<std::size_t>(args.integer("hidden", 8192, 1));
-  const auto batch = static_cast<std::size_t>(args.integer("batch", 8, 1));
-  const auto tokens = static_cast<std::size_t>(args.integer("tokens", 1, 1));
-  const std::string dtype_name = args.str("dtype", "bf16");
-  const double compute_given = args.real("compute-us", -1.0);
-  const double hbm_gbps = args.real("hbm-gbps", 2700.0);
-  const int max_tp = static_cast<int>(args.integer("max-tp", 16, 1));
-  const bool calibrated = args.flag("calibrated");
-  const bool csv = args.flag("csv");
-  const std::string fabric_name = args.str("fabric", "nvswitch");
-  const double alpha_us = args.real("alpha-us", -1.0);
-  const double beta_gbps = args.real("beta-gbps", -1.0);
-  const double step_us = args.real("step-us", -1.0);
-  if (calibrated && args.given("fabric")) args.fail("--fabric and --calibrated exclude each other");
-  if (hbm_gbps <= 0) args.fail("--hbm-gbps must be positive");
-  args.finish();
+  std::size_t hidden = 8192, batch = 8, tokens = 1;
+  int layers = 32, max_tp = 16;
+  std::string dtype_name = "bf16", fabric_name = "nvswitch";
+  double compute_given = -1, hbm_gbps = 2700, alpha_us = -1, beta_gbps = -1, step_us = -1;
+  bool calibrated = false, csv = false;
+  comm::cli::Parser args("shard_planner", "shard_planner [options]");
+  args.description("Predicts per-step all-reduce time of tensor parallelism for TP = 1, 2, 4, ... --max-tp\n"
+                   "and compares it with the per-step compute time.");
+  args.section("the fabric");
+  args.text("--fabric", "nvswitch|nvlink|pcie|ib|tcp",
+            "link preset (default nvswitch); sources are printed and in examples/README.md", fabric_name);
+  args.flag("--calibrated", "use the link this job's communicator measured (run under commrun, >= 2 ranks)",
+            calibrated);
+  args.real("--alpha-us", "US", "override the preset's link latency", alpha_us, 0, true);
+  args.real("--beta-gbps", "G", "override the preset's link bandwidth", beta_gbps, 0);
+  args.real("--step-us", "US", "override the preset's per-step compute overhead", step_us, 0, true);
+  args.section("the model and the step");
+  args.integer("--layers", "N", "decoder layers (default 32)", layers, 1);
+  args.integer("--hidden", "N", "model width (default 8192)", hidden, 1);
+  args.integer("--batch", "N", "sequences per step (default 8)", batch, 1);
+  args.integer("--tokens", "N", "tokens per sequence per step (default 1 = decode)", tokens, 1);
+  args.text("--dtype", "T", "activation type (default bf16)", dtype_name);
+  args.real("--compute-us", "US", "compute time of one step on ONE GPU; default: weight bytes / --hbm-gbps",
+            compute_given, 0, true);
+  args.real("--hbm-gbps", "G", "assumed achievable HBM bandwidth for the default (2700 = 80 % of H100 SXM)",
+            hbm_gbps, 0);
+  args.integer("--max-tp", "N", "largest TP degree (default 16)", max_tp, 1);
+  args.section("output");
+  args.flag("--csv", "machine-readable rows: tp,bytes,algorithm,allreduce_us,comm_us,compute_us", csv);
+  args.parse_or_exit(argc, argv);
+  if (calibrated && args.given("--fabric")) args.fail("--fabric and --calibrated exclude each other");
 
   try {
     const comm::DataType dtype = comm::parse_dtype(dtype_name);

@@ -12,7 +12,7 @@
 // Run: commrun -n 2 --transport ucx build/bin/swap_transports
 //      build/bin/swap_transports --threads 2          (ranks as threads, local transport)
 
-#include "cli.hpp"
+#include "util/cli.hpp"
 
 #include <comm/comm.hpp>
 
@@ -180,22 +180,19 @@ int run_threads(const comm::Config& base, int nthreads, std::size_t count) {
   return 0;
 }
 
-constexpr const char* kUsage =
-    "usage: swap_transports [--count N] [--transport NAME] [--threads N]\n"
-    "Runs allreduce, allgather, reduce_scatter, broadcast, all_to_all on deterministic inputs and\n"
-    "prints one checksum per collective: identical whichever transport runs them.\n"
-    "  --count      elements per rank and block (default 1000)\n"
-    "  --transport  overrides COMM_TRANSPORT\n"
-    "  --threads N  run N ranks as threads of this process over the local transport\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  example::Args args(argc, argv, kUsage);
-  const auto count = static_cast<std::size_t>(args.integer("count", 1000, 1));
-  const std::string transport = args.str("transport", "");
-  const int threads = static_cast<int>(args.integer("threads", 0, 0));
-  args.finish();
+  std::size_t count = 1000;
+  std::string transport;
+  int threads = 0;
+  comm::cli::Parser args("swap_transports", "swap_transports [options]");
+  args.description("Runs allreduce, allgather, reduce_scatter, broadcast, all_to_all on deterministic inputs and\n"
+                   "prints one checksum per collective: identical whichever transport runs them.");
+  args.integer("--count", "N", "elements per rank and block (default 1000)", count, 1);
+  args.text("--transport", "NAME", "overrides COMM_TRANSPORT", transport);
+  args.integer("--threads", "N", "run N ranks as threads of this process over the local transport", threads, 0);
+  args.parse_or_exit(argc, argv);
   try {
     comm::Config cfg = comm::Config::from_env();
     if (threads > 0) {

@@ -14,7 +14,7 @@
 //
 // Run: commrun -n 2 --transport ucx build/bin/tp_decode --hidden 1024 --overlap
 
-#include "cli.hpp"
+#include "util/cli.hpp"
 
 #include <comm/comm.hpp>
 
@@ -376,35 +376,26 @@ int run(comm::Communicator& comm, const Options& o) {
   return agree ? 0 : 1;
 }
 
-constexpr const char* kUsage =
-    "usage: tp_decode [--layers N] [--hidden N] [--batch N] [--dtype bf16|f32] [--transport NAME]\n"
-    "                 [--algo NAME|auto] [--tokens N] [--warmup N] [--overlap [--slices N]]\n"
-    "Tensor-parallel decode stand-in; TP degree = world size (run under commrun).\n"
-    "Configuration (rank, store, transport, ...) comes from the COMM_* environment.\n"
-    "  --layers   decoder layers (default 4)          --hidden  model width (default 1024)\n"
-    "  --batch    sequences decoded together (1)      --dtype   bf16 (default) or f32\n"
-    "  --tokens   measured tokens (32)                --warmup  unmeasured tokens first (3)\n"
-    "  --transport  overrides COMM_TRANSPORT          --algo    all-reduce algorithm or auto\n"
-    "  --overlap  also run with non-blocking all-reduces overlapped with compute\n"
-    "  --slices   output slices per block when overlapping (default 2)\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  example::Args args(argc, argv, kUsage);
   Options o;
-  o.layers = static_cast<int>(args.integer("layers", o.layers, 1));
-  o.hidden = static_cast<std::size_t>(args.integer("hidden", static_cast<long long>(o.hidden), 1));
-  o.batch = static_cast<std::size_t>(args.integer("batch", static_cast<long long>(o.batch), 1));
-  o.tokens = static_cast<int>(args.integer("tokens", o.tokens, 1));
-  o.warmup = static_cast<int>(args.integer("warmup", o.warmup, 0));
-  o.overlap = args.flag("overlap");
-  o.slices = static_cast<std::size_t>(args.integer("slices", static_cast<long long>(o.slices), 1));
-  const std::string algo = args.str("algo", "auto");
+  std::string algo = "auto", dtype = "bf16", transport;
+  comm::cli::Parser args("tp_decode", "commrun -n N tp_decode [options]");
+  args.description("Tensor-parallel decode stand-in; TP degree = world size (run under commrun).\n"
+                   "Configuration (rank, store, transport, ...) comes from the COMM_* environment.");
+  args.integer("--layers", "N", "decoder layers (default 4)", o.layers, 1);
+  args.integer("--hidden", "N", "model width (default 1024)", o.hidden, 1);
+  args.integer("--batch", "N", "sequences decoded together (default 1)", o.batch, 1);
+  args.text("--dtype", "bf16|f32", "activation type (default bf16)", dtype);
+  args.integer("--tokens", "N", "measured tokens (default 32)", o.tokens, 1);
+  args.integer("--warmup", "N", "unmeasured tokens first (default 3)", o.warmup, 0);
+  args.text("--transport", "NAME", "overrides COMM_TRANSPORT", transport);
+  args.text("--algo", "NAME|auto", "all-reduce algorithm or auto (default)", algo);
+  args.flag("--overlap", "also run with non-blocking all-reduces overlapped with compute", o.overlap);
+  args.integer("--slices", "N", "output slices per block when overlapping (default 2)", o.slices, 1);
+  args.parse_or_exit(argc, argv);
   o.algo = algo == "auto" ? "" : algo;
-  const std::string dtype = args.str("dtype", "bf16");
-  const std::string transport = args.str("transport", "");
-  args.finish();
   if (o.slices > o.hidden) args.fail("--slices must not exceed --hidden");
 
   try {

@@ -3,6 +3,12 @@
 // the selection table of every collective, and for given message sizes every
 // candidate algorithm with its predicted cost and the reason it won or lost.
 //   commrun -n 2 comm-info --transport ucx --size 8 --size 64M
+// --json prints the same report as one JSON document; --version prints comm's
+// version and each transport library's, without creating a communicator.
+
+#include "util/cli.hpp"
+#include "util/json.hpp"
+#include "util/units.hpp"
 
 #include <comm/comm.hpp>
 
@@ -29,34 +35,34 @@ struct InfoOptions {
   std::string transport;
   std::vector<std::size_t> sizes;
   std::size_t table_max = std::size_t{1} << 30;
-  bool help = false;
+  bool json = false;
+  bool version = false;
 };
 
-const char* kUsage =
-    "usage: commrun -n N comm-info [--transport NAME] [--size BYTES]... [--max BYTES]\n"
-    "\n"
-    "Creates a communicator (Config from the environment; --transport overrides\n"
-    "COMM_TRANSPORT) and prints, on rank 0: the transports of this build and why\n"
-    "any is unavailable; the link between every pair of ranks (kind, latency alpha,\n"
-    "bandwidth beta, detail); the selection table of each collective from 1 B to\n"
-    "--max (default 1G); and for each --size (repeatable, K/M/G suffixes; default\n"
-    "8 and 64M) every candidate algorithm with its predicted time and why it won\n"
-    "or lost. COMM_CALIBRATE=1 / COMM_TUNING_FILE apply as for any communicator.\n";
+constexpr const char* kDescription = R"(Creates a communicator (Config from the environment; --transport overrides
+COMM_TRANSPORT) and prints, on rank 0: the transports of this build and why
+any is unavailable; the hosts; the link between every pair of ranks (kind,
+latency alpha, bandwidth beta, detail); the selection table of each collective
+from 1 B to --max; and for each --size every candidate algorithm with its
+predicted time and why it won or lost. COMM_CALIBRATE=1 / COMM_TUNING_FILE
+apply as for any communicator.)";
 
 InfoOptions parse(int argc, char** argv) {
   InfoOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    auto next = [&]() -> std::string_view {
-      if (i + 1 >= argc) throw Error(ErrorCode::invalid_argument, std::string(a) + " needs a value (see --help)");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") o.help = true;
-    else if (a == "--transport") o.transport = std::string(next());
-    else if (a == "--size") o.sizes.push_back(parse_bytes(next(), "--size"));
-    else if (a == "--max") o.table_max = parse_bytes(next(), "--max");
-    else throw Error(ErrorCode::invalid_argument, "unknown option '" + std::string(a) + "' (see comm-info --help)");
-  }
+  cli::Parser p("comm-info", "commrun -n N comm-info [options]");
+  p.description(kDescription);
+  p.text("--transport", "NAME", "the transport to describe (default: COMM_TRANSPORT)", o.transport);
+  p.list("--size", "SIZE", "show every candidate at this message size (repeatable;\nK/M/G suffixes; default 8 and 64M)",
+         [&o](std::string_view v) {
+           const auto b = util::parse_bytes(v);
+           if (!b) throw cli::BadValue("a byte count with an optional K, M or G suffix, e.g. 8, 64K, 1M");
+           o.sizes.push_back(*b);
+         });
+  p.bytes("--max", "largest size of the selection tables (default 1G)", o.table_max);
+  p.flag("--json", "the whole report as one JSON document on stdout", o.json);
+  p.flag("--version", "comm's version and each transport library's, then exit\n(no communicator is created)",
+         o.version);
+  p.parse_or_exit(argc, argv);
   if (o.sizes.empty()) o.sizes = {8, std::size_t{64} << 20};
   return o;
 }
@@ -97,20 +103,44 @@ std::string probe(const std::string& name, const Config& base) {
   }
 }
 
-void print_transports(const Config& base, std::string_view in_use) {
-  std::printf("Transports in this build\n");
+// Every transport this build knows of or can load, with why it is missing
+// and what it says about its library.
+struct TransportRow {
+  std::string name;
+  std::string unavailable;  // "" = available
+  TransportLibrary library;
+};
+
+// With `base`, a transport that loads is also tried (all but `in_use`).
+std::vector<TransportRow> transport_rows(const Config* base = nullptr, std::string_view in_use = {}) {
   std::vector<std::string> names(std::begin(kKnownTransports), std::end(kKnownTransports));
   for (const auto& n : available_transports())
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  const std::vector<TransportLibrary> libraries = transport_libraries();
+  std::vector<TransportRow> rows;
   for (const auto& n : names) {
-    std::string line = "available";
-    if (const std::string why = transport_unavailable_reason(n); !why.empty())
-      line = "unavailable: " + why;
-    else if (n != in_use)
-      if (const std::string why = probe(n, base); !why.empty())
-        line = "unavailable: it loads, but a communicator cannot be made here: " + why;
-    std::printf("  %-8s %s\n", n.c_str(), line.c_str());
+    TransportRow r{n, transport_unavailable_reason(n), {n, {}, {}, {}}};
+    if (r.unavailable.empty() && base && n != in_use)
+      if (const std::string why = probe(n, *base); !why.empty())
+        r.unavailable = "it loads, but a communicator cannot be made here: " + why;
+    for (const auto& l : libraries)
+      if (l.transport == n) r.library = l;
+    rows.push_back(std::move(r));
   }
+  return rows;
+}
+
+std::string library_text(const TransportLibrary& l) {
+  if (l.library.empty()) return "no library (part of comm)";
+  return l.library + " " + l.version + (l.source.empty() ? "" : " (" + l.source + ")");
+}
+
+// One line per transport: its library, or why it is unavailable.
+void print_transport_lines(const std::vector<TransportRow>& rows, const std::string& available) {
+  for (const auto& r : rows)
+    std::printf("  %-8s %s\n", r.name.c_str(),
+                r.unavailable.empty() ? (available + library_text(r.library)).c_str()
+                                      : ("unavailable: " + r.unavailable).c_str());
 }
 
 void print_links(const Communicator& c) {
@@ -180,21 +210,93 @@ void print_candidates(const Communicator& c, std::size_t bytes) {
   }
 }
 
+// ---- --json: the same report as one document
+
+void json_transports(json::Writer& w, const std::vector<TransportRow>& rows) {
+  w.key("transports").begin_array();
+  for (const auto& r : rows) {
+    w.begin_object().member("name", r.name).member("available", r.unavailable.empty());
+    w.member_or_null("unavailable", !r.unavailable.empty(), r.unavailable);
+    w.member_or_null("library", !r.library.library.empty(), r.library.library);
+    w.member_or_null("version", !r.library.version.empty(), r.library.version);
+    w.member_or_null("version_source", !r.library.source.empty(), r.library.source).end_object();
+  }
+  w.end_array();
+}
+
+void json_peers(json::Writer& w, const Communicator& c) {
+  const PeerTable& t = c.peers();
+  w.key("hosts").begin_array();
+  for (const auto& ranks : t.hosts) {
+    const PeerInfo& first = t[ranks.front()];
+    w.begin_object().member("hostname", first.hostname).member("identity", first.host).key("ranks").begin_array();
+    for (int r : ranks) w.value(r);
+    w.end_array().end_object();
+  }
+  w.end_array();
+  w.key("links").begin_array();
+  for (int a = 0; a < c.size(); ++a)
+    for (int b = 0; b < c.size(); ++b) {
+      const LinkInfo l = c.link(a, b);
+      w.begin_object().member("from", a).member("to", b).member("kind", to_string(l.kind));
+      w.member("alpha_us", l.alpha_us).member("beta_gbps", l.beta_gbps).member("detail", l.detail).end_object();
+    }
+  w.end_array();
+}
+
+void json_selection(json::Writer& w, const Communicator& c, const InfoOptions& o) {
+  w.key("selection").begin_object();
+  for (Collective coll : kShown) {
+    w.key(to_string(coll)).begin_object().key("algorithms").begin_array();
+    for (const auto& a : c.algorithms(coll)) w.value(a);
+    w.end_array().key("table").begin_array();
+    for (const auto& r : c.selection_table(coll, o.table_max)) {
+      w.begin_object().member("min_bytes", r.min_bytes);
+      w.member_or_null("max_bytes", r.max_bytes != SIZE_MAX, r.max_bytes);  // null: and above
+      w.member("algorithm", r.algorithm).member("source", r.source).end_object();
+    }
+    w.end_array().end_object();
+  }
+  w.end_object();
+  w.key("candidates").begin_array();
+  for (std::size_t bytes : o.sizes) {
+    w.begin_object().member("bytes", bytes).key("collectives").begin_object();
+    for (Collective coll : kShown) {
+      w.key(to_string(coll)).begin_object().member("auto", c.algorithm_for(coll, bytes)).key("candidates");
+      w.begin_array();
+      for (const auto& cand : c.candidates(coll, bytes)) {
+        w.begin_object().member("algorithm", cand.algorithm);
+        w.member_or_null("predicted_us", cand.predicted_us >= 0, cand.predicted_us);
+        w.member("chosen", cand.chosen).member("note", cand.note).end_object();
+      }
+      w.end_array().end_object();
+    }
+    w.end_object().end_object();
+  }
+  w.end_array();
+}
+
+std::string report_json(const Communicator& c, const InfoOptions& o, const std::vector<TransportRow>& rows) {
+  json::Writer w;
+  w.set_break_depth(2);
+  w.begin_object().member("tool", "comm-info").member("comm_version", version());
+  w.member("ranks", c.size()).member("transport", c.transport_name());
+  json_transports(w, rows);
+  json_peers(w, c);
+  json_selection(w, c, o);
+  return w.end_object().str() + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  InfoOptions o;
+  const InfoOptions o = parse(argc, argv);
   try {
-    o = parse(argc, argv);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "comm-info: %s\n", e.what());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  try {
+    if (o.version) {
+      std::printf("comm %s\n", std::string(version()).c_str());
+      print_transport_lines(transport_rows(), "");
+      return 0;
+    }
     Config cfg = Config::from_env();
     if (!o.transport.empty()) {
       if (const std::string why = transport_unavailable_reason(o.transport); !why.empty()) {
@@ -206,13 +308,19 @@ int main(int argc, char** argv) {
     }
     Communicator c = Communicator::create(cfg);
     if (c.rank() == 0) {
-      std::printf("comm-info: %d rank%s, transport %s\n\n", c.size(), c.size() == 1 ? "" : "s",
-                  std::string(c.transport_name()).c_str());
-      print_transports(cfg, c.transport_name());
-      print_hosts(c);
-      print_links(c);
-      print_tables(c, o.table_max);
-      for (std::size_t s : o.sizes) print_candidates(c, s);
+      const std::vector<TransportRow> rows = transport_rows(&cfg, c.transport_name());
+      if (o.json) {
+        std::fputs(report_json(c, o, rows).c_str(), stdout);
+      } else {
+        std::printf("comm-info: comm %s, %d rank%s, transport %s\n\n", std::string(version()).c_str(), c.size(),
+                    c.size() == 1 ? "" : "s", std::string(c.transport_name()).c_str());
+        std::printf("Transports in this build\n");
+        print_transport_lines(rows, "available: ");
+        print_hosts(c);
+        print_links(c);
+        print_tables(c, o.table_max);
+        for (std::size_t s : o.sizes) print_candidates(c, s);
+      }
       std::fflush(stdout);
     }
     // Keep every rank (and its transport endpoint) alive until rank 0 is done.

@@ -9,7 +9,9 @@
 // reported clearly by rank 0 if another process takes the port.
 
 #include "flight_summary.hpp"
+#include "util/cli.hpp"
 #include "util/transport_name.hpp"
+#include "util/units.hpp"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -50,100 +52,46 @@ struct Options {
   double grace_s = 5;
   std::string host = "127.0.0.1";
   std::set<int> allow_fail;
-  std::vector<char*> argv;  // program and its arguments, null-terminated
+  std::vector<std::string> program;  // program and its arguments
 };
 
-[[noreturn]] void usage(int code) {
-  std::fprintf(code ? stderr : stdout,
-               "usage: commrun -n N [--transport T] [--timeout S] [--host H] [--grace S]\n"
-               "               [--allow-fail R[,R...]] [--] program [args...]\n"
-               "\n"
-               "Starts N ranks of `program` on this host. Each gets COMM_RANK, COMM_WORLD_SIZE,\n"
-               "COMM_LOCAL_RANK, COMM_STORE=H:<free port> (rank 0 hosts the store), a fresh\n"
-               "COMM_STORE_TOKEN and, with --transport, COMM_TRANSPORT. Output lines are\n"
-               "prefixed with [r<rank>]. When a rank fails the others get SIGTERM, then SIGKILL\n"
-               "after --grace seconds (default 5); commrun exits with the first failing rank's\n"
-               "code (128+signal for a signal), 124 on --timeout, 128+signal if interrupted.\n"
-               "  --allow-fail R  rank R may fail without stopping the job or affecting the exit\n"
-               "                  code (fault-injection tests)\n");
-  std::exit(code);
-}
-
-double parse_seconds(const char* opt, const char* text) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v <= 0) {
-    std::fprintf(stderr, "commrun: %s '%s' is not a positive number of seconds\n", opt, text);
-    usage(2);
-  }
-  return v;
-}
-
-int parse_int(const char* opt, const char* text, int min) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < min || v > (1 << 20)) {
-    std::fprintf(stderr, "commrun: %s '%s' is not an integer >= %d\n", opt, text, min);
-    usage(2);
-  }
-  return static_cast<int>(v);
-}
-
-// A malformed name would reach every rank's dlopen (libcomm_<name>.so): stop here.
-const char* check_transport(const char* name) {
-  if (!comm::util::is_plain_transport_name(name)) {
-    std::fprintf(stderr, "commrun: --transport '%s' is not valid: expected %s; this build has: %s\n", name,
-                 std::string(comm::util::kTransportNameRule).c_str(), COMM_BUILT_TRANSPORTS);
-    usage(2);
-  }
-  return name;
-}
+constexpr const char* kDescription = R"(Starts N ranks of `program` on this host. Each gets COMM_RANK, COMM_WORLD_SIZE,
+COMM_LOCAL_RANK, COMM_STORE=H:<free port> (rank 0 hosts the store), a fresh
+COMM_STORE_TOKEN and, with --transport, COMM_TRANSPORT. Output lines are
+prefixed with [r<rank>]. When a rank fails the others get SIGTERM, then SIGKILL
+after --grace seconds; commrun exits with the first failing rank's code
+(128+signal for a signal), 124 on --timeout, 128+signal if interrupted.)";
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  int i = 1;
-  auto value = [&](const char* opt) -> char* {
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "commrun: %s needs a value\n", opt);
-      usage(2);
-    }
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;
-    if (a == "-h" || a == "--help") usage(0);
-    else if (a == "-n" || a == "-np" || a == "--np") o.nranks = parse_int("-n", value("-n"), 1);
-    else if (a == "--transport") o.transport = check_transport(value("--transport"));
-    else if (a == "--timeout") o.timeout_s = parse_seconds("--timeout", value("--timeout"));
-    else if (a == "--grace") o.grace_s = parse_seconds("--grace", value("--grace"));
-    else if (a == "--host") o.host = value("--host");
-    else if (a == "--allow-fail") {
-      std::string list = value("--allow-fail");
-      for (std::size_t pos = 0; pos <= list.size();) {
-        const std::size_t comma = std::min(list.find(',', pos), list.size());
-        o.allow_fail.insert(parse_int("--allow-fail", list.substr(pos, comma - pos).c_str(), 0));
-        pos = comma + 1;
-      }
-    } else {
-      std::fprintf(stderr, "commrun: unknown option '%s'\n", argv[i]);
-      usage(2);
-    }
-  }
-  if (o.nranks <= 0) {
-    std::fprintf(stderr, "commrun: -n N (number of ranks) is required\n");
-    usage(2);
-  }
-  if (i >= argc) {
-    std::fprintf(stderr, "commrun: no program given\n");
-    usage(2);
-  }
-  for (; i < argc; ++i) o.argv.push_back(argv[i]);
-  o.argv.push_back(nullptr);
+  std::vector<std::string> program;
+  comm::cli::Parser p("commrun", "commrun -n N [options] [--] program [args...]");
+  p.description(kDescription);
+  p.integer("-n,-np,--np", "N", "number of ranks (required)", o.nranks, 1, 1 << 20);
+  p.text("--transport", "T", "sets COMM_TRANSPORT for every rank", o.transport);
+  p.real("--timeout", "S", "stop the job after S seconds, first asking every rank for\nits flight recorder (then exit 124)",
+         o.timeout_s, 0);
+  p.real("--grace", "S", "seconds between SIGTERM and SIGKILL when stopping (default 5)", o.grace_s, 0);
+  p.text("--host", "H", "address of the store rank 0 hosts (default 127.0.0.1)", o.host);
+  p.list("--allow-fail", "R[,R...]",
+         "rank R may fail without stopping the job or affecting the exit\ncode (fault-injection tests)",
+         [&o](std::string_view list) {
+           for (std::size_t pos = 0; pos <= list.size();) {
+             const std::size_t comma = std::min(list.find(',', pos), list.size());
+             const auto r = comm::util::parse_integer(list.substr(pos, comma - pos));
+             if (!r || *r < 0 || *r >= (1 << 20)) throw comm::cli::BadValue("rank numbers >= 0 separated by commas");
+             o.allow_fail.insert(static_cast<int>(*r));
+             pos = comma + 1;
+           }
+         });
+  p.rest("program [args...]", program);
+  p.parse_or_exit(argc, argv);
+  if (o.nranks <= 0) p.fail("-n N (number of ranks) is required");
+  if (program.empty()) p.fail("no program given");
+  if (!o.transport.empty() && !comm::util::is_plain_transport_name(o.transport))
+    p.fail("--transport '" + o.transport + "' is not valid: expected " + std::string(comm::util::kTransportNameRule) +
+           "; this build has: " + COMM_BUILT_TRANSPORTS);
+  o.program = std::move(program);
   return o;
 }
 
@@ -278,7 +226,10 @@ bool pump(const Rank& r, Stream& s) {
   // that print a backtrace and exit(1) on SIGSEGV/SIGABRT, which would hide
   // the signal from us; keep the default unless the user asked otherwise.
   ::setenv("IPATH_NO_BACKTRACE", "1", 0);
-  ::execvp(o.argv[0], o.argv.data());
+  std::vector<char*> argv;
+  for (const auto& a : o.program) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
   const int err = errno;
   [[maybe_unused]] ssize_t n = ::write(status_w, &err, sizeof err);
   ::_exit(127);
@@ -370,8 +321,8 @@ int main(int argc, char** argv) {
     rk.err = {err[0], 2, {}};
     if (const int e = exec_status(status[0]); e != 0) {
       // Every rank would fail alike: say it once, stop what started, exit like a shell.
-      const bool searched = std::strchr(o.argv[0], '/') == nullptr;
-      std::fprintf(stderr, "commrun: cannot run '%s': %s (%s)%s\n", o.argv[0], std::strerror(e),
+      const bool searched = std::strchr(o.program[0].c_str(), '/') == nullptr;
+      std::fprintf(stderr, "commrun: cannot run '%s': %s (%s)%s\n", o.program[0].c_str(), std::strerror(e),
                    strerrorname_np(e) ? strerrorname_np(e) : "?",
                    e == ENOENT && searched ? "; it is not a file in any PATH directory" : "");
       for (int q = 0; q <= r; ++q) ::kill(-ranks[static_cast<std::size_t>(q)].pid, SIGKILL);

@@ -10,7 +10,7 @@ mkdir -p "$out"
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -Isrc -DCOMM_STATIC_DEFINE -pthread)
-common=(src/core/types.cpp src/core/error.cpp src/util/log.cpp src/bootstrap/config.cpp)
+common=(src/core/types.cpp src/core/error.cpp src/util/log.cpp src/bootstrap/config.cpp src/util/units.cpp)
 store=(src/bootstrap/store_memory.cpp src/bootstrap/store_tcp.cpp src/bootstrap/store_tcp_server.cpp src/util/socket_util.cpp src/util/sha256.cpp
        src/bootstrap/store_file.cpp)
 

@@ -11,3 +11,4 @@
 #include <comm/store.hpp>
 #include <comm/transport.hpp>
 #include <comm/types.hpp>
+#include <comm/version.hpp>

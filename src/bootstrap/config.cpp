@@ -4,6 +4,8 @@
 #include <comm/config.hpp>
 #include <comm/error.hpp>
 
+#include "util/units.hpp"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -59,29 +61,9 @@ LogLevel parse_log_level(std::string_view s) {
 }
 
 std::size_t parse_bytes(std::string_view text, std::string_view what) {
-  const auto fail = [&] {
-    bad_value(what, text, "a byte count: digits with an optional K, M, G or T suffix (binary units), e.g. 64K");
-  };
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) fail();
-  std::uint64_t number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, number);
-  if (ec != std::errc{} || end != text.data() + digits) fail();
-  std::string suffix = lower(text.substr(digits));
-  // "64K", "64KB" and "64KiB" all mean 64 * 1024: sizes here are buffer sizes.
-  if (suffix.size() == 3 && suffix.substr(1) == "ib") suffix.resize(1);
-  if (suffix.size() == 2 && suffix[1] == 'b' && suffix[0] != 'b') suffix.resize(1);
-  unsigned shift = 0;
-  if (suffix.empty() || suffix == "b") shift = 0;
-  else if (suffix == "k") shift = 10;
-  else if (suffix == "m") shift = 20;
-  else if (suffix == "g") shift = 30;
-  else if (suffix == "t") shift = 40;
-  else fail();
-  const std::uint64_t limit = std::numeric_limits<std::size_t>::max();
-  if (number > (limit >> shift)) bad_value(what, text, "a byte count that fits in size_t");
-  return static_cast<std::size_t>(number << shift);
+  if (const auto bytes = util::parse_bytes(text)) return *bytes;
+  bad_value(what, text,
+            "a byte count that fits in size_t: digits with an optional K, M, G or T suffix (binary units), e.g. 64K");
 }
 
 namespace {

@@ -311,8 +311,9 @@ void Writer::before_value() {
     f.key_pending = false;
     return;
   }
-  if (f.has_elements) out_ += ',';
-  if (static_cast<int>(stack_.size()) <= break_depth_) newline();
+  const bool broken = static_cast<int>(stack_.size()) <= break_depth_;
+  if (f.has_elements) out_ += broken || break_depth_ == 0 ? "," : ", ";
+  if (broken) newline();
   f.has_elements = true;
 }
 

@@ -113,6 +113,36 @@ bad_transport)
   expect_in "$ERR" "commrun: --transport '../../etc/x' is not valid: expected a transport name"
   expect_in "$ERR" "this build has: local"
   ;;
+arguments)
+  # One parser for every tool (src/util/cli): both value forms, errors that
+  # name the option, generated help.
+  run -n2 -- sh -c 'echo "size $COMM_WORLD_SIZE"'
+  expect_rc 0
+  expect_in "$OUT" '^\[r1\] size 2$'
+  run --np=3 --transport=local -- sh -c 'echo "t=$COMM_TRANSPORT n=$COMM_WORLD_SIZE"'
+  expect_rc 0
+  expect_in "$OUT" '^\[r2\] t=local n=3$'
+  run -n 2 --tiemout 5 -- true
+  expect_rc 2
+  expect_in "$ERR" "unknown option '--tiemout' (did you mean --timeout?)"
+  expect_in "$ERR" "valid options: .*--allow-fail"
+  run -n 2 --timeout soon -- true
+  expect_rc 2
+  expect_in "$ERR" "timeout 'soon' is not valid: expected a number greater than 0"
+  run -n 2 --allow-fail 1,x -- true
+  expect_rc 2
+  expect_in "$ERR" "allow-fail '1,x' is not valid"
+  run -n 2 --grace
+  expect_rc 2
+  expect_in "$ERR" "grace needs a value"
+  run -n 2
+  expect_rc 2
+  expect_in "$ERR" "no program given"
+  run --help
+  expect_rc 0
+  expect_in "$OUT" "^usage: commrun -n N"
+  expect_in "$OUT" "^  -n, -np, --np N"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2

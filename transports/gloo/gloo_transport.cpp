@@ -1,5 +1,7 @@
 #include "gloo_transport.hpp"
 
+#include <comm/version.hpp>
+
 #include "util/log.hpp"
 
 #include <gloo/common/error.h>
@@ -541,6 +543,8 @@ void register_gloo_transport() {
   register_transport("gloo", [](const TransportInit& init) -> std::unique_ptr<Transport> {
     return std::make_unique<gloo_detail::GlooTransport>(init);
   });
+  // Gloo has no run-time version call: the build recorded its package's.
+  register_transport_library({"gloo", "Gloo", COMM_GLOO_VERSION, "package version at build time"});
 }
 
 }  // namespace comm

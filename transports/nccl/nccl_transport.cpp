@@ -1,5 +1,7 @@
 #include "nccl_transport.hpp"
 
+#include <comm/version.hpp>
+
 #include <comm/export.hpp>
 
 #include <unistd.h>
@@ -430,4 +432,12 @@ extern "C" COMM_API void comm_plugin_register() {
   comm::register_transport("nccl", [](const comm::TransportInit& init) -> std::unique_ptr<comm::Transport> {
     return std::make_unique<comm::nccl::NcclTransport>(init);
   });
+  // The library this plugin loaded (ncclGetVersion needs no GPU): e.g. 23203 = 2.32.3.
+  int v = 0;
+  const bool known = ncclGetVersion(&v) == ncclSuccess;
+  if (!known) v = NCCL_VERSION_CODE;
+  comm::register_transport_library({"nccl", "NCCL",
+                                    std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+                                        std::to_string(v % 100),
+                                    known ? "ncclGetVersion()" : "NCCL_VERSION_CODE at build time"});
 }

@@ -3,6 +3,8 @@
 
 #include "ofi_transport.hpp"
 
+#include <comm/version.hpp>
+
 #include "util/log.hpp"
 
 #include <algorithm>
@@ -599,6 +601,9 @@ void register_ofi_transport() {
   register_transport("ofi", [](const TransportInit& init) -> std::unique_ptr<Transport> {
     return std::make_unique<ofi::OfiTransport>(init);
   });
+  const std::uint32_t v = fi_version();
+  register_transport_library({"ofi", "libfabric", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v)),
+                              "fi_version()"});
 }
 
 }  // namespace comm

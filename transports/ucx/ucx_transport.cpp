@@ -6,6 +6,8 @@
 
 #include "util/log.hpp"
 
+#include <comm/version.hpp>
+
 #include <poll.h>
 #include <sched.h>
 
@@ -471,6 +473,7 @@ void register_ucx_transport() {
   register_transport("ucx", [](const TransportInit& init) -> std::unique_ptr<Transport> {
     return std::make_unique<ucx::UcxTransport>(init);
   });
+  register_transport_library({"ucx", "UCX", ucp_get_version_string(), "ucp_get_version_string()"});
 }
 
 }  // namespace comm
