@@ -22,7 +22,13 @@
 ///                     unset: local when all ranks are threads of one process, else the
 ///                     best host transport built in (ucx, then ofi, then gloo)
 ///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
-///   COMM_LOG          warn (default), info, debug, trace, or off
+///   COMM_LOG          warn (default), info, debug, trace, or off; per communicator (see log.hpp):
+///                     info says which transport, hosts, links and tuning were chosen; debug
+///                     adds each collective's algorithm choice, once per size bucket
+///   COMM_LOG_SUBSYS   subsystems to log, comma-separated: init, bootstrap, transport, select,
+///                     coll, diag, or all (default); a leading ^ logs all but those ("^coll")
+///   COMM_LOG_FILE     file for log lines instead of stderr; %h = host name, %p = pid,
+///                     %r = rank, %% = %, e.g. "comm-%h-%p.log" (set_log_sink() beats both)
 ///   COMM_ALGO         selection override, e.g. "allreduce=direct:0-64K,ring:64K-;alltoall=pairwise"
 ///   COMM_CHUNK        pipeline chunk size in bytes (K/M suffixes), default 1M
 ///   COMM_CALIBRATE    1 to measure alpha/beta per link kind at creation (default 0)
@@ -65,6 +71,8 @@ struct COMM_API Config {
   std::string transport;  ///< "" = chosen at creation (see COMM_TRANSPORT above)
   std::chrono::milliseconds timeout{300'000};
   LogLevel log_level = LogLevel::warn;
+  std::string log_subsystems;  ///< COMM_LOG_SUBSYS syntax; "" = all
+  std::string log_file;        ///< COMM_LOG_FILE pattern; "" = stderr
   std::string algo_override;
   std::size_t chunk_bytes = std::size_t{1} << 20;
   bool calibrate = false;

@@ -4,6 +4,7 @@
 #include <comm/config.hpp>
 #include <comm/error.hpp>
 
+#include "util/log.hpp"
 #include "util/units.hpp"
 
 #include <cctype>
@@ -181,6 +182,11 @@ Config Config::from_env() {
     c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
   if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);
   if (auto f = env("COMM_DUMP_DIR")) c.dump_dir = std::string(*f);
+  if (auto f = env("COMM_LOG_FILE")) c.log_file = std::string(*f);
+  if (auto f = env("COMM_LOG_SUBSYS")) {
+    log::parse_subsystems(*f, "COMM_LOG_SUBSYS");  // a typo is an error here, not silence later
+    c.log_subsystems = std::string(*f);
+  }
   if (auto f = env("COMM_FLIGHT_RECORDER"))
     c.flight_recorder_size =
         static_cast<std::size_t>(parse_int(Found{"COMM_FLIGHT_RECORDER", *f}, 0, 1 << 20));

@@ -197,7 +197,11 @@ TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options) : loop_(std::make
   wake_read_ = Fd(p[0]);
   wake_write_ = Fd(p[1]);
   loop_->wake_fd = wake_read_.get();
-  thread_ = std::thread([l = loop_.get()] { l->run(); });
+  // The server logs as the communicator that started it (its level and file).
+  thread_ = std::thread([l = loop_.get(), log_context = log::current_shared()] {
+    log::Scope log_scope(log_context);
+    l->run();
+  });
 }
 
 TcpStoreServer::~TcpStoreServer() {

@@ -53,10 +53,13 @@ std::string Operation::describe() const {
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config, std::shared_ptr<Store> given) {
   validate(config);
-  log::set_level(config.log_level);
-  log::set_rank(config.rank);
+  // This communicator's log level, subsystems and file, for every line logged
+  // on its behalf from here on (ranks as threads keep theirs apart).
+  auto log_context = log::make_context(config);
+  log::Scope log_scope(log_context);
 
   std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
+  c->log_ = std::move(log_context);
   c->config_ = config;
   c->rank_ = config.rank;
   c->size_ = config.world_size;
@@ -84,20 +87,46 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   // Measured figures replace the transports' nominal ones: from a tuning file,
   // or measured now (and then saved to the tuning file, if one is named).
   ComputeParams compute = default_compute(caps);
+  std::string tuning = "nominal figures of the transport (no COMM_CALIBRATE, no COMM_TUNING_FILE)";
   if (config.calibrate) {
     calibrate_links(*c->transport_, *c->store_, c->rank_, c->size_, links, compute, config.timeout);
     if (!config.tuning_file.empty() && c->rank_ == 0) save_tuning(config.tuning_file, links, compute);
+    tuning = "calibrated at creation" + (config.tuning_file.empty() ? "" : ", saved to " + config.tuning_file);
   } else if (!config.tuning_file.empty()) {
-    load_tuning_agreed(config.tuning_file, *c->store_, c->rank_, links, compute, config.timeout);
+    tuning = load_tuning_agreed(config.tuning_file, *c->store_, c->rank_, links, compute, config.timeout)
+                 ? "tuning file " + config.tuning_file
+                 : "nominal figures (tuning file " + config.tuning_file + " does not exist)";
   }
   c->create_engines();
   c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), compute, config.chunk_bytes,
                                             std::move(overrides), c->transport_->native(),
                                             c->schedule_engine_ != nullptr);
   register_live(c.get());
-  COMM_INFO("communicator rank " << c->rank_ << "/" << c->size_ << " on transport " << c->config_.transport
-                                 << " ready; " << c->peers_->num_hosts() << " host(s): " << c->peers_->describe());
+  c->log_choices(config.transport.empty() ? "chosen for this job" : "named in the configuration", tuning);
   return c;
+}
+
+// Level info: what creation chose, in a few lines a user can grep.
+void CommunicatorImpl::log_choices(std::string_view transport_why, std::string_view tuning) const {
+  if (!log::enabled(LogLevel::info, log::Subsystem::init)) return;
+  std::string hosts;  // one log line: describe() has one line per host
+  for (char ch : peers_->describe()) hosts += ch == '\n' ? std::string("; ") : std::string(1, ch);
+  while (hosts.ends_with("; ")) hosts.resize(hosts.size() - 2);
+  COMM_INFO("communicator rank " << rank_ << "/" << size_ << " ready: transport " << config_.transport << " ("
+                                 << transport_why << "); " << peers_->num_hosts() << " host(s): " << hosts);
+  // One line per link kind out of this rank: kind, how many peers, figures.
+  const LinkMatrix& m = links();
+  for (LinkKind kind : kAllLinkKinds) {
+    int peers = 0;
+    const LinkInfo* first = nullptr;
+    for (int p = 0; p < size_; ++p)
+      if (const LinkInfo& l = m.at(rank_, p); p != rank_ && l.kind == kind && ++peers == 1) first = &l;
+    if (first)
+      COMM_INFO("links: " << peers << " peer(s) over " << to_string(kind) << ", alpha " << first->alpha_us
+                          << " us, beta " << first->beta_gbps << " GB/s" << (first->detail.empty() ? "" : " (")
+                          << first->detail << (first->detail.empty() ? "" : ")"));
+  }
+  COMM_INFO("tuning: " << tuning);
 }
 
 // Engines from what the transport offers: schedules run on the host executor
@@ -126,6 +155,7 @@ Engine& CommunicatorImpl::engine_for(const Call& call, std::string_view algorith
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
+  log::Scope log_scope(log_.get());
   unregister_live(this);
   for (auto& op : operation_pool_) op->comm = nullptr;
   for (auto& op : active_) {

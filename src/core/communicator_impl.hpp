@@ -10,6 +10,7 @@
 #include "core/peer_notes.hpp"
 #include "engine/engine.hpp"
 #include "select/selector.hpp"
+#include "util/log.hpp"
 
 #include <comm/communicator.hpp>
 
@@ -57,10 +58,14 @@ class CommunicatorImpl {
 
   // Resolves the algorithm name a call will run (per-call name, override, cost model).
   std::string_view resolve_algorithm(const Call& call);
+  // This communicator's log context (level, subsystems, file, rank).
+  const log::Context& log_context() const noexcept { return *log_; }
 
  private:
   CommunicatorImpl() = default;
   void create_engines();
+  void log_choices(std::string_view transport_why, std::string_view tuning) const;
+  void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);
   void check_usable() const;
   void check_memory(const Call& call) const;
@@ -76,6 +81,7 @@ class CommunicatorImpl {
                                           DataType dtype);
 
   Config config_;
+  std::shared_ptr<const log::Context> log_;
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<Store> base_store_;
@@ -110,6 +116,8 @@ class CommunicatorImpl {
   mutable std::mutex failure_mu_;
   std::string first_error_;
   FlightRecorder recorder_;
+  // Per collective, the size buckets whose algorithm choice was logged (debug).
+  std::array<std::uint64_t, std::size(kAllCollectives)> logged_buckets_{};
 };
 
 }  // namespace comm::detail

@@ -64,6 +64,7 @@ std::string_view CommunicatorImpl::resolve_algorithm(const Call& call) {
 }
 
 std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
+  log::Scope log_scope(log_.get());
   check_usable();
   check_memory(call);
   std::string_view algorithm = call.p2p() ? std::string_view("p2p") : resolve_algorithm(call);
@@ -90,7 +91,10 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   op->deadline = op->started + op->timeout;
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
                     OpState::posted, 0, 0, recorder_.now_us(), -1, {}});
-  if (!call.p2p() && !call.internal) remember_call(*op);
+  if (!call.p2p() && !call.internal) {
+    remember_call(*op);
+    log_choice(*op, call);
+  }
 
   try {
     engine.start(*op, call);
@@ -172,7 +176,7 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
     if (first_error_.empty()) first_error_ = message;
   }
   const bool first = !failed_.exchange(true, std::memory_order_acq_rel);
-  COMM_WARN(message);
+  COMM_LOG_AT(LogLevel::warn, log::Subsystem::coll, message);
   // Before anything is cancelled (which may close connections), so that the
   // peers that see them close can quote why.
   if (first) publish_failure(store_, rank_, code, message);
@@ -262,7 +266,37 @@ void CommunicatorImpl::fail_from_run(Operation& op) {
   fail_all(code, message, &op);
 }
 
+// Level debug, subsystem coll: which algorithm a collective runs and why,
+// once per collective and size bucket (the selector's unit of decision).
+void CommunicatorImpl::log_choice(const Operation& op, const Call& call) {
+  if (!log::enabled(LogLevel::debug, log::Subsystem::coll)) return;
+  const int b = Selector::bucket_of(op.bytes);
+  std::uint64_t& seen = logged_buckets_[static_cast<std::size_t>(op.collective)];
+  if (seen & (std::uint64_t{1} << b)) return;
+  seen |= std::uint64_t{1} << b;
+  const char* source = "CallOptions::algorithm";
+  const bool named = call.options && !call.options->algorithm.empty() && call.options->algorithm != "auto";
+  double predicted = -1;
+  try {
+    if (!named) selector_->choose(op.collective, op.bytes, &source);
+    predicted = selector_->predict(op.collective, op.algorithm, op.bytes);
+  } catch (const Error&) {
+    // The call already has its algorithm; a line without the prediction will do.
+  }
+  std::string why = source;
+  if (predicted >= 0) {
+    char us[32];
+    std::snprintf(us, sizeof us, ", predicted %.3g us", predicted);
+    why += us;
+  }
+  const std::size_t lo = b == 0 ? 0 : std::size_t{1} << b;
+  COMM_LOG_AT(LogLevel::debug, log::Subsystem::coll,
+              to_string(op.collective) << " #" << op.seq << " of " << op.bytes << " B runs " << op.algorithm << " ("
+                                       << why << ") for sizes [" << lo << ", " << (std::size_t{2} << b) << ") B");
+}
+
 bool CommunicatorImpl::test(Operation& op) {
+  log::Scope log_scope(log_.get());
   if (op.state == Operation::State::running) {
     if (aborted_.load(std::memory_order_acquire))
       fail_all(ErrorCode::aborted, "communicator aborted by Communicator::abort()", nullptr);
@@ -276,6 +310,7 @@ bool CommunicatorImpl::test(Operation& op) {
 }
 
 bool CommunicatorImpl::wait(Operation& op, std::optional<Clock::time_point> limit) {
+  log::Scope log_scope(log_.get());
   const auto running = [&] { return op.state == Operation::State::running; };
   // Nothing moved: check abort, deadlines and stalls, then sleep in the engine.
   const auto idle = [&](Clock::time_point until) {

@@ -97,6 +97,7 @@ std::string CommunicatorImpl::flight_recorder_json(const std::string& reason) co
 }
 
 void CommunicatorImpl::dump_flight_recorder(const std::string& reason) const noexcept {
+  log::Scope log_scope(log_.get());  // also when the signal watcher thread dumps
   try {
     const std::string json = flight_recorder_json(reason) + "\n";
     if (config_.dump_dir.empty()) {

@@ -14,10 +14,6 @@ namespace {
 
 constexpr std::size_t kModelElem = 4;  // sizes are modelled as f32 elements
 
-int bucket_of(std::size_t bytes) {
-  return bytes == 0 ? 0 : static_cast<int>(std::bit_width(bytes)) - 1;
-}
-
 }  // namespace
 
 Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,

@@ -17,6 +17,7 @@
 #include <comm/communicator.hpp>
 
 #include <array>
+#include <bit>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ class Selector {
 
   // Predicted time of `name` for `bytes` (negative if it has no prediction).
   double predict(Collective c, std::string_view name, std::size_t bytes) const;
+
+  // The size bucket of `bytes`: b for [2^b, 2^(b+1)), 0 also for 0 bytes.
+  static int bucket_of(std::size_t bytes) {
+    return bytes == 0 ? 0 : static_cast<int>(std::bit_width(bytes)) - 1;
+  }
 
   const LinkMatrix& links() const { return links_; }
   const ComputeParams& compute() const { return compute_; }
