@@ -49,6 +49,11 @@ class CommConan(ConanFile):
     name = "comm"
     description = ("Collective communication for LLM inference runtimes: one Communicator API over "
                    "pluggable transports (local threads, UCX, libfabric, Gloo, NCCL)")
+    license = "BSD-3-Clause"
+    # The project has no public home yet; CMakeLists.txt (project HOMEPAGE_URL)
+    # carries the same placeholder. Set both to the real address.
+    url = "https://example.invalid/comm"
+    homepage = "https://example.invalid/comm"
     topics = ("collectives", "allreduce", "ucx", "libfabric", "nccl", "mpi", "inference")
     package_type = "library"
     settings = "os", "arch", "compiler", "build_type"
@@ -81,6 +86,7 @@ class CommConan(ConanFile):
     def export_sources(self):
         root = os.path.join(self.recipe_folder, "..")
         copy(self, "CMakeLists.txt", root, self.export_sources_folder)
+        copy(self, "LICENSE", root, self.export_sources_folder)
         for folder in ("cmake", "include", "src", "algorithms", "transports", "tools"):
             copy(self, f"{folder}/*", root, self.export_sources_folder)
 
@@ -141,8 +147,11 @@ class CommConan(ConanFile):
     def package(self):
         cmake = CMake(self)
         cmake.install()
-        # Conan consumers get CMakeDeps' config files; ours would compete with them.
+        copy(self, "LICENSE", self.source_folder, os.path.join(self.package_folder, "licenses"))
+        # Conan consumers get CMakeDeps' config files and PkgConfigDeps' .pc
+        # files (same targets and name, from package_info); ours would compete.
         rmdir(self, os.path.join(self.package_folder, "lib", "cmake"))
+        rmdir(self, os.path.join(self.package_folder, "lib", "pkgconfig"))
 
     def _libfabric_is_package(self):
         """True when libfabric is a Conan package with files, False when it is
@@ -154,53 +163,46 @@ class CommConan(ConanFile):
             return False
 
     def package_info(self):
+        # The targets of the plain CMake package (cmake/commConfig.cmake.in):
+        # comm::comm (everything), comm::core (the library), and one
+        # comm::<transport> per transport built in, each requiring comm::core.
         self.cpp_info.set_property("cmake_file_name", "comm")
         self.cpp_info.set_property("cmake_target_name", "comm::comm")
+        self.cpp_info.set_property("pkg_config_name", "comm")
         static = not self.options.shared
 
-        # libcomm itself. It depends on the transport components below, not the
-        # other way round, so that a static libcomm.a comes before the
-        # transport libraries on the consumer's link line.
+        # libcomm, with what its transports link: a static libcomm.a hands
+        # those libraries on to the consumer, after itself on the link line.
         core = self.cpp_info.components["core"]
         core.set_property("cmake_target_name", "comm::core")
+        core.set_property("pkg_config_name", "comm-core")
         core.libs = ["comm"]
         core.system_libs = ["pthread", "dl"]
         if static:
             core.defines = ["COMM_STATIC_DEFINE"]
-
-        # One component per enabled transport: the libraries that transport
-        # adds to libcomm. With a shared libcomm they are private to it (empty
-        # here); a static libcomm hands them on to the consumer.
-        if self.options.with_ucx:
-            ucx = self.cpp_info.components["ucx"]
-            ucx.set_property("cmake_target_name", "comm::ucx")
-            ucx.system_libs = ["ucp", "uct", "ucs"] if static else []
-            core.requires.append("ucx")
+            if self.options.with_ucx:
+                core.system_libs += ["ucp", "uct", "ucs"]
+            if self.options.with_gloo:
+                core.system_libs.append("gloo")
+            if self.options.get_safe("with_mpi"):
+                core.system_libs.append("mpi")
         if self.options.with_ofi:
-            ofi = self.cpp_info.components["ofi"]
-            ofi.set_property("cmake_target_name", "comm::ofi")
             if self._libfabric_is_package():
-                ofi.requires = ["libfabric::libfabric"]
+                core.requires.append("libfabric::libfabric")
             else:
                 # The system's libfabric ([platform_requires]): CMakeDeps has no
                 # target for it (conan-io/docs#3908), so name the library itself.
-                ofi.system_libs = ["fabric"] if static else []
+                if static:
+                    core.system_libs.append("fabric")
                 self.cpp_info.ignored_requires = ["libfabric"]
-            core.requires.append("ofi")
-        if self.options.with_gloo:
-            gloo = self.cpp_info.components["gloo"]
-            gloo.set_property("cmake_target_name", "comm::gloo")
-            gloo.system_libs = ["gloo"] if static else []
-            core.requires.append("gloo")
-        if self.options.with_mpi:
-            mpi = self.cpp_info.components["mpi"]
-            mpi.set_property("cmake_target_name", "comm::mpi")
-            mpi.system_libs = ["mpi"] if static else []
-            core.requires.append("mpi")
-        if self.options.with_nccl:
-            # A plugin module, libcomm_nccl.so, beside libcomm.so where the
-            # registry looks for it at run time; it links NCCL and the CUDA
-            # runtime itself, so nothing is linked into the consumer.
-            nccl = self.cpp_info.components["nccl"]
-            nccl.set_property("cmake_target_name", "comm::nccl")
-            core.requires.append("nccl")
+
+        # One component per transport: comm with that transport. The NCCL one
+        # is a plugin module, libcomm_nccl.so, beside libcomm.so where the
+        # registry looks for it at run time; it links NCCL and the CUDA runtime
+        # itself, so nothing more is linked into the consumer.
+        built = [t for t in ("ucx", "ofi", "gloo", "mpi", "nccl") if self.options.get_safe(f"with_{t}")]
+        for transport in ["local"] + built:
+            component = self.cpp_info.components[transport]
+            component.set_property("cmake_target_name", f"comm::{transport}")
+            component.set_property("pkg_config_name", f"comm-{transport}")
+            component.requires = ["core"]
