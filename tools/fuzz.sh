@@ -16,8 +16,9 @@ store=(src/bootstrap/store_memory.cpp src/bootstrap/store_tcp.cpp src/bootstrap/
 
 "$cxx" "${flags[@]}" tests/fuzz/fuzz_override.cpp src/select/override_parser.cpp "${common[@]}" -o "$out/fuzz_override"
 "$cxx" "${flags[@]}" tests/fuzz/fuzz_store.cpp "${store[@]}" "${common[@]}" -o "$out/fuzz_store"
+"$cxx" "${flags[@]}" tests/fuzz/fuzz_json.cpp src/util/json.cpp -o "$out/fuzz_json"
 
-for target in override store; do
+for target in override store json; do
   corpus="$out/corpus-$target"
   mkdir -p "$corpus"
   cp -n tests/fuzz/corpus/$target/* "$corpus"/ 2>/dev/null || true

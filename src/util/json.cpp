@@ -120,7 +120,7 @@ class Parser {
         for (const auto& [k, unused] : v.object)
           if (k == key) fail("duplicate key " + quote(key));
         expect(':', "after an object key");
-        v.object.emplace_back(std::move(key), value(depth + 1));
+        v.object.push_back(Member{std::move(key), value(depth + 1)});
       } while (eat(','));
       expect('}', "to close the object");
     } else if (c == '[') {

@@ -39,6 +39,8 @@ class ParseError : public std::runtime_error {
   std::size_t line_, column_;
 };
 
+struct Member;
+
 /// A parsed JSON value. Object members keep their order of appearance;
 /// duplicate keys are a parse error.
 struct Value {
@@ -48,7 +50,7 @@ struct Value {
   double number = 0;
   std::string string;
   std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;
+  std::vector<Member> object;
 
   /// The member `key` of an object, or nullptr (also when this is no object).
   const Value* find(std::string_view key) const;
@@ -59,6 +61,13 @@ struct Value {
   /// This number as an integer, if it is a number with no fractional part
   /// that fits an int64.
   std::optional<std::int64_t> integer() const;
+};
+
+/// One member of an object (a struct, not std::pair: a pair of an incomplete
+/// Value does not compile everywhere).
+struct Member {
+  std::string first;  ///< the key
+  Value second;       ///< the value
 };
 
 /// "null", "a boolean", "a number", ... (for error messages).

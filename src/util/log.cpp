@@ -30,18 +30,19 @@ struct Sink {
   std::shared_ptr<const LogSink> fn;
 };
 
+// The process-wide state below is never destroyed: threads that outlive
+// main() (a store server, a detached watcher) may still log during exit.
 Sink& sink() {
-  static Sink s;
-  return s;
+  static Sink* s = new Sink;
+  return *s;
 }
 
 const std::string& hostname() {
-  static const std::string name = [] {
+  static const std::string* name = [] {
     char buf[256] = {};
-    if (::gethostname(buf, sizeof buf - 1) != 0) return std::string("unknown-host");
-    return std::string(buf);
+    return new std::string(::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown-host");
   }();
-  return name;
+  return *name;
 }
 
 // %h host, %p pid, %r rank, %% a percent sign; any other % sequence is kept.
@@ -66,23 +67,23 @@ std::string expand(std::string_view pattern, int rank) {
 // One Output per path for the life of the process: ranks that are threads of
 // one process and name the same file share it line by line.
 std::shared_ptr<Output> open_output(const std::string& path, std::string* why) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<Output>> open;
-  std::lock_guard lk(mu);
-  if (auto it = open.find(path); it != open.end()) return it->second;
+  static std::mutex* mu = new std::mutex;
+  static auto* open = new std::map<std::string, std::shared_ptr<Output>>;
+  std::lock_guard lk(*mu);
+  if (auto it = open->find(path); it != open->end()) return it->second;
   auto out = std::make_shared<Output>();
   out->file = std::fopen(path.c_str(), "w");
   if (!out->file) {
     *why = std::strerror(errno);
     return nullptr;
   }
-  open.emplace(path, out);
+  open->emplace(path, out);
   return out;
 }
 
 const Context& process_default() {
-  static const std::shared_ptr<const Context> c = [] {
-    auto ctx = std::make_shared<Context>();
+  static const Context* c = [] {
+    auto* ctx = new Context;
     // Malformed values are reported by Config::from_env; here they fall back.
     if (const char* v = std::getenv("COMM_LOG"); v && *v) try {
         ctx->level = parse_log_level(v);
@@ -94,7 +95,7 @@ const Context& process_default() {
       }
     std::string why;
     if (const char* v = std::getenv("COMM_LOG_FILE"); v && *v) ctx->output = open_output(expand(v, -1), &why);
-    return std::shared_ptr<const Context>(std::move(ctx));
+    return ctx;
   }();
   return *c;
 }
