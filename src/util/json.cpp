@@ -49,6 +49,23 @@ std::string_view to_string(Value::Kind k) noexcept {
 
 namespace {
 
+// JSON's two-character escapes: the letter after the backslash, and the
+// character it stands for. '/' is read but never written escaped.
+constexpr std::pair<char, char> kEscapes[] = {{'"', '"'},  {'\\', '\\'}, {'b', '\b'}, {'f', '\f'},
+                                              {'n', '\n'}, {'r', '\r'},   {'t', '\t'}, {'/', '/'}};
+
+const char* unescape(char letter) {
+  for (const auto& e : kEscapes)
+    if (e.first == letter) return &e.second;
+  return nullptr;
+}
+
+const char* escape(char raw) {
+  for (const auto& e : kEscapes)
+    if (e.second == raw && raw != '/') return &e.first;
+  return nullptr;
+}
+
 // Deep enough for any file we write; bounds recursion on hostile input.
 constexpr int kMaxDepth = 64;
 
@@ -225,15 +242,11 @@ class Parser {
       }
       if (pos_ >= s_.size()) fail("unterminated escape");
       const char e = s_[pos_++];
+      if (const char* raw = unescape(e)) {
+        out += *raw;
+        continue;
+      }
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -267,21 +280,16 @@ std::string quote(std::string_view s) {
   out.reserve(s.size() + 2);
   out += '"';
   for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          const auto u = static_cast<unsigned char>(c);
-          out += "\\u00";
-          out += kHex[u >> 4];
-          out += kHex[u & 15];
-        } else {
-          out += c;
-        }
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && c != '"' && c != '\\') {
+      out += c;
+    } else if (const char* letter = escape(c)) {
+      out += '\\';
+      out += *letter;
+    } else {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
     }
   }
   out += '"';

@@ -80,6 +80,17 @@ void run_ranks(int n, const std::function<Config(int)>& config, const std::funct
   REQUIRE_MESSAGE(error.empty(), error);
 }
 
+// The same logging configuration for every rank.
+std::function<Config(int)> every_rank(LogLevel level, std::string subsystems = "", std::string algo = "") {
+  return [=](int) {
+    Config c;
+    c.log_level = level;
+    c.log_subsystems = subsystems;
+    c.algo_override = algo;
+    return c;
+  };
+}
+
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
@@ -110,12 +121,7 @@ TEST_CASE("log levels are per communicator: a debug rank and a quiet rank in one
 
 TEST_CASE("debug names each collective's algorithm once per size bucket") {
   Capture cap;
-  run_ranks(2, [](int) {
-    Config c;
-    c.log_level = LogLevel::debug;
-    c.algo_override = "allreduce=direct:0-128,ring:128-";
-    return c;
-  }, [](Communicator& c) {
+  run_ranks(2, every_rank(LogLevel::debug, "", "allreduce=direct:0-128,ring:128-"), [](Communicator& c) {
     for (std::size_t n : {25, 26, 30, 50, 25}) {  // 100-120 B: bucket [64, 128); 200 B: [128, 256)
       std::vector<float> v(n, 1.0f);
       c.allreduce(view(v), ReduceOp::sum);
@@ -136,23 +142,13 @@ TEST_CASE("debug names each collective's algorithm once per size bucket") {
 TEST_CASE("subsystem filters: a list, an exclusion, and errors that name the variable") {
   SUBCASE("only coll") {
     Capture cap;
-    run_ranks(2, [](int) {
-      Config c;
-      c.log_level = LogLevel::debug;
-      c.log_subsystems = "COLL";
-      return c;
-    }, [](Communicator& c) { c.barrier(); });
+    run_ranks(2, every_rank(LogLevel::debug, "COLL"), [](Communicator& c) { c.barrier(); });
     CHECK(cap.count(0, "DEBUG coll: barrier #0") == 1);
     for (const auto& l : cap.lines()) CHECK(l.subsystem == "coll");
   }
   SUBCASE("everything but coll") {
     Capture cap;
-    run_ranks(2, [](int) {
-      Config c;
-      c.log_level = LogLevel::debug;
-      c.log_subsystems = "^coll";
-      return c;
-    }, [](Communicator& c) { c.barrier(); });
+    run_ranks(2, every_rank(LogLevel::debug, "^coll"), [](Communicator& c) { c.barrier(); });
     CHECK(cap.count(0, "INFO init: communicator rank 0/2 ready") == 1);
     CHECK(cap.count(0, " coll: ") == 0);
   }
@@ -215,11 +211,7 @@ TEST_CASE("COMM_LOG_FILE: one file per rank with %r and %p, lines with the full 
 
 TEST_CASE("a throwing sink loses the line, not the call; outside communicators the default applies") {
   set_log_sink([](LogLevel, std::string_view, std::string_view) { throw std::runtime_error("sink broke"); });
-  run_ranks(2, [](int) {
-    Config c;
-    c.log_level = LogLevel::debug;
-    return c;
-  }, [](Communicator& c) {
+  run_ranks(2, every_rank(LogLevel::debug), [](Communicator& c) {
     std::vector<float> v(4, 1.0f);
     c.allreduce(view(v), ReduceOp::sum);
     CHECK(v[0] == 2.0f);
