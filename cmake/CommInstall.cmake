@@ -57,6 +57,8 @@ if(NOT BUILD_SHARED_LIBS)
       list(APPEND COMM_PC_REQUIRES_PRIVATE libfabric)
     elseif(_lib STREQUAL "gloo")
       string(APPEND COMM_PC_LIBS_PRIVATE " -lgloo")  # Gloo ships no .pc file
+    elseif(_lib MATCHES "^MPI::")
+      string(APPEND COMM_PC_LIBS_PRIVATE " -lmpi")  # Open MPI's and MPICH's .pc names differ; libmpi does not
     endif()
   endforeach()
   list(REMOVE_DUPLICATES COMM_PC_REQUIRES_PRIVATE)

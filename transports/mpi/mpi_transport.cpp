@@ -18,6 +18,8 @@
 #include "core/builtin_transports.hpp"
 #include "util/log.hpp"
 
+#include <comm/version.hpp>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -413,6 +415,19 @@ void register_mpi_transport() {
   });
   register_store_scheme("mpi", mpi_detail::make_bootstrap_store);
   set_default_store_scheme("mpi", "mpi");
+  // Both calls may precede MPI_Init (MPI-3). The library string runs on
+  // ("Open MPI v4.1.4, package: ..."): its first part names it.
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0, major = 0, minor = 0;
+  std::string library = "unknown";
+  if (MPI_Get_library_version(text, &length) == MPI_SUCCESS) {
+    library.assign(text, static_cast<std::size_t>(std::max(length, 0)));
+    library = library.substr(0, std::min(library.find(','), library.find('\n')));
+  }
+  MPI_Get_version(&major, &minor);
+  register_transport_library({"mpi", "MPI", library + " (MPI standard " + std::to_string(major) + "." +
+                                                std::to_string(minor) + ")",
+                              "MPI_Get_library_version()"});
 }
 
 }  // namespace comm
