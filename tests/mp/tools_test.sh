@@ -55,7 +55,7 @@ store_refused)
   COMM_RANK=1 COMM_WORLD_SIZE=2 COMM_STORE=127.0.0.1:1 COMM_TIMEOUT=5 run "$BIN/comm-info"
   t1=$(date +%s)
   expect_rc 1
-  expect_in "$ERR" "^comm\[1\] warn: store: nothing is listening at 127.0.0.1:1 (connections refused for 2 s); retrying"
+  expect_in "$ERR" " r1 comm WARN bootstrap: store: nothing is listening at 127.0.0.1:1 (connections refused for 2 s); retrying"
   expect_in "$ERR" "^comm-info: store: nothing is listening at 127.0.0.1:1: every connection was refused for 5000 ms"
   [ $((t1 - t0)) -le 8 ] || fail "took $((t1 - t0)) s with COMM_TIMEOUT=5"
   ;;
@@ -76,7 +76,7 @@ launcher_precedence)
     unset COMM_RANK COMM_WORLD_SIZE COMM_LOCAL_RANK
     exec "$0" --size 8' "$BIN/comm-info"
   expect_rc 0
-  expect_in "$OUT" "^\[r0\] comm-info: 2 ranks, transport ucx$"
+  expect_in "$OUT" "^\[r0\] comm-info: comm [0-9.]*, 2 ranks, transport ucx$"
   ;;
 world_size_mismatch|duplicate_rank)
   # Every rank must fail within seconds naming the problem (all allowed to fail,
