@@ -1,0 +1,112 @@
+// comm-fault-target: the program the kill campaign (tools/kill-campaign.sh)
+// runs under commrun. Someone else kills or freezes rank --victim R at a time
+// of their choosing, from start-up on; every other rank must then fail with a
+// comm::Error that names rank R, within seconds, and exit.
+//
+//   comm-fault-target --victim R [--seconds S] [--quiet]
+//
+// Each rank creates the communicator and runs all-reduces of mixed sizes
+// (16 B to 4 MiB, so every protocol of a transport is in flight at some
+// point) for at most S seconds (default 30). A survivor prints exactly one
+// line
+//   fault-target: rank N: error after T s in <phase>: <code>: <message>
+// where <phase> is "create" or "allreduce #K", T the seconds from the start
+// of that call to the error, and exits 0 if the message names rank R (as the
+// rank that failed; see names_culprit), 3 if it does not, 4 if no error came
+// within S seconds. The victim, if it is not killed, behaves like the others.
+// Exit 77 when the transport is not built.
+
+#include <comm/comm.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int victim = -1;
+  double seconds = 30;
+};
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr, "usage: comm-fault-target --victim R [--seconds S]\n");
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage();
+    if (a == "--victim") o.victim = std::atoi(argv[++i]);
+    else if (a == "--seconds") o.seconds = std::atof(argv[++i]);
+    else usage();
+  }
+  if (o.victim < 0 || o.seconds <= 0) usage();
+  return o;
+}
+
+// True when `message` names `victim` and blames no other rank: every phrase
+// of comm's that says a rank failed, died, exited, was lost or is unreachable
+// must be about the victim. (A message may still name the peer an operation
+// was waiting on, e.g. "recv from rank 1".)
+bool names_culprit(const std::string& message, int victim) {
+  const std::string v = std::to_string(victim);
+  if (!std::regex_search(message, std::regex("rank " + v + "([^0-9]|$)"))) return false;
+  static const std::regex blame(
+      "rank ([0-9]+) (failed|died|exited|has exited|is unreachable|was lost|disconnected|closed its|"
+      "left|has not entered|is frozen|stopped)");
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), blame); it != std::sregex_iterator(); ++it)
+    if ((*it)[1] != v) return false;
+  return true;
+}
+
+int report(int rank, const char* phase, Clock::time_point t0, const comm::Error& e, int victim) {
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("fault-target: rank %d: error after %.3f s in %s: %s: %s\n", rank, secs, phase,
+              std::string(comm::to_string(e.code())).c_str(), e.what());
+  return names_culprit(e.what(), victim) ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const Options o = parse(argc, argv);
+  comm::Config cfg = comm::Config::from_env();
+  const auto t_create = Clock::now();
+  comm::Communicator c;
+  try {
+    c = comm::Communicator::create(cfg);
+  } catch (const comm::Error& e) {
+    if (e.code() == comm::ErrorCode::unknown_transport) {
+      std::printf("SKIPPED: %s\n", e.what());
+      return 77;
+    }
+    return report(cfg.rank, "create", t_create, e, o.victim);
+  }
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+  // 16 B, 64 KiB and 4 MiB: eager, medium and rendezvous/large protocols.
+  const std::size_t sizes[] = {4, 16384, 1 << 20};
+  std::vector<float> buf(sizes[2]);
+  for (std::uint64_t it = 0; Clock::now() < end; ++it) {
+    const std::size_t n = sizes[it % 3];
+    const auto t0 = Clock::now();
+    try {
+      c.allreduce(comm::View{buf.data(), n, comm::DataType::f32}, comm::ReduceOp::max);
+    } catch (const comm::Error& e) {
+      const std::string phase = "allreduce #" + std::to_string(it);
+      return report(c.rank(), phase.c_str(), t0, e, o.victim);
+    }
+  }
+  std::printf("fault-target: rank %d: no error within %g s although rank %d was to be killed\n", c.rank(), o.seconds,
+              o.victim);
+  return 4;
+}
