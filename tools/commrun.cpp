@@ -10,6 +10,7 @@
 
 #include "flight_summary.hpp"
 #include "util/cli.hpp"
+#include "util/process.hpp"
 #include "util/transport_name.hpp"
 #include "util/units.hpp"
 
@@ -201,11 +202,21 @@ bool pump(const Rank& r, Stream& s) {
   return true;
 }
 
+// COMM_STORE_PID for ranks other than 0: which process hosts the store, so a
+// rank that cannot reach it stops waiting once that process is gone
+// (src/bootstrap/store_factory.cpp reads it).
+std::string store_process(pid_t rank0) {
+  const auto st = comm::detail::read_process_stat(rank0);
+  return std::to_string(rank0) + ":" + std::to_string(st ? st->start_ticks : 0) + ":" + comm::detail::boot_id() +
+         ":" + comm::detail::pid_namespace();
+}
+
 // Runs in the forked child. If exec fails the child writes errno to
 // `status_w` (close-on-exec: the parent reads nothing once exec succeeded),
 // so that commrun, not each rank, reports it once.
 [[noreturn]] void exec_rank(const Options& o, int rank, const std::string& store, const std::string& token,
-                            const std::string& dump_dir, int out_w, int err_w, int status_w) {
+                            const std::string& dump_dir, const std::string& store_pid, int out_w, int err_w,
+                            int status_w) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -220,6 +231,7 @@ bool pump(const Rank& r, Stream& s) {
   ::setenv("COMM_LOCAL_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("COMM_STORE", store.c_str(), 1);
   ::setenv("COMM_STORE_TOKEN", token.c_str(), 1);
+  if (rank != 0) ::setenv("COMM_STORE_PID", store_pid.c_str(), 1);
   if (!dump_dir.empty()) ::setenv("COMM_DUMP_DIR", dump_dir.c_str(), 1);
   if (!o.transport.empty()) ::setenv("COMM_TRANSPORT", o.transport.c_str(), 1);
   // libinfinipath (pulled in by libfabric's psm provider) installs handlers
@@ -291,6 +303,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   std::vector<Rank> ranks(static_cast<std::size_t>(o.nranks));
+  std::string store_pid;
   for (int r = 0; r < o.nranks; ++r) {
     Rank& rk = ranks[static_cast<std::size_t>(r)];
     rk.index = r;
@@ -305,12 +318,13 @@ int main(int argc, char** argv) {
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
     const pid_t pid = ::fork();
-    if (pid == 0) exec_rank(o, r, store, token, dump_dir, out[1], err[1], status[1]);
+    if (pid == 0) exec_rank(o, r, store, token, dump_dir, store_pid, out[1], err[1], status[1]);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
       std::perror("commrun: fork");
       return 1;
     }
+    if (r == 0) store_pid = store_process(pid);
     ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
     ::close(out[1]);
     ::close(err[1]);

@@ -68,8 +68,17 @@ struct TcpStoreOptions {
   /// processes, or a world size that differs from its own, and then fails
   /// every rank's store requests with ErrorCode::invalid_config naming both.
   /// -1 / 0: not said (no check).
+  /// The server also records a rank whose connections close without the
+  /// goodbye the store's destructor sends, so that ranks waiting for its keys
+  /// learn that it died (the core reads it).
   int rank = -1;
   int world_size = 0;
+  /// The server's process on this host, if known (commrun passes it in
+  /// COMM_STORE_PID): while it cannot connect, a client stops retrying as
+  /// soon as that process has exited. 0: unknown. `server_start_ticks`
+  /// guards against pid reuse (field 22 of /proc/<pid>/stat; 0: unchecked).
+  long server_pid = 0;
+  unsigned long long server_start_ticks = 0;
 };
 
 /// A store served over TCP. The server runs on a background thread owned by

@@ -77,16 +77,25 @@ struct Completion {
   std::size_t bytes = 0;  ///< bytes actually received (recv) or sent (send)
   ErrorCode code = ErrorCode::internal;  ///< meaningful when failed
   std::string message;                   ///< meaningful when failed; names the peer
+  /// Meaningful when failed: the rank whose death or failure made this
+  /// operation fail, when the transport knows it is not the operation's own
+  /// peer (a dead third rank); -1: the operation's peer, or unknown.
+  int cause = -1;
 
-  void reset() noexcept { state.store(pending, std::memory_order_relaxed); bytes = 0; }
+  void reset() noexcept {
+    state.store(pending, std::memory_order_relaxed);
+    bytes = 0;
+    cause = -1;
+  }
   bool is_pending() const noexcept { return state.load(std::memory_order_acquire) == pending; }
   void complete(std::size_t n) noexcept {
     bytes = n;
     state.store(done, std::memory_order_release);
   }
-  void fail(ErrorCode c, std::string msg) noexcept {
+  void fail(ErrorCode c, std::string msg, int cause_rank = -1) noexcept {
     code = c;
     message = std::move(msg);
+    cause = cause_rank;
     state.store(failed, std::memory_order_release);
   }
 };

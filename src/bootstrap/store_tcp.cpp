@@ -3,8 +3,10 @@
 #include "bootstrap/store_tcp.hpp"
 
 #include "util/log.hpp"
+#include "util/process.hpp"
 #include "util/sha256.hpp"
 #include "util/socket_util.hpp"
+#include "bootstrap/store_keys.hpp"
 #include "bootstrap/store_tcp_wire.hpp"
 
 #include <comm/error.hpp>
@@ -65,6 +67,7 @@ class TcpStore final : public Store {
   }
 
   ~TcpStore() override {
+    say_goodbye();
     idle_.clear();
     server_.reset();
   }
@@ -143,6 +146,26 @@ class TcpStore final : public Store {
                                                    std::to_string(opt_.max_key_bytes));
   }
 
+  // Tells the server this rank leaves on purpose (see TcpStoreOptions::rank).
+  // Best effort and brief: the server may be gone already.
+  void say_goodbye() noexcept {
+    if (opt_.rank < 0 || idle_.empty()) return;
+    try {
+      const std::string frame = detail::wire::Writer{}.u8(static_cast<std::uint8_t>(Op::bye)).finish();
+      const auto deadline = detail::deadline_after(std::chrono::milliseconds(200));
+      const int fd = idle_.back().get();
+      char reply[16];
+      if (detail::send_all(fd, frame.data(), frame.size(), deadline) == IoResult::ok)
+        (void)detail::recv_exact(fd, reply, 5, deadline);  // u32 length 1 + Status::ok
+    } catch (...) {
+    }
+  }
+
+  // The store's host process (on this host) has exited: connecting is futile.
+  bool server_exited() const {
+    return opt_.server_pid > 0 && !detail::process_alive(opt_.server_pid, opt_.server_start_ticks);
+  }
+
   Error malformed(const char* what) const {
     return Error(ErrorCode::store_failure, std::string("store ") + what + ": malformed reply from the store at " +
                                                where_ + " (a different program on that port?)");
@@ -207,16 +230,21 @@ class TcpStore final : public Store {
         const std::uint32_t missing = r.u32();
         const std::uint32_t listed = r.u32();
         std::string names;
-        for (std::uint32_t i = 0; i < listed && r.ok(); ++i)
-          names += std::string(i ? ", '" : "'") + std::string(r.str(opt_.max_key_bytes)) + "'";
+        std::optional<std::string> first_missing;
+        for (std::uint32_t i = 0; i < listed && r.ok(); ++i) {
+          const std::string key(r.str(opt_.max_key_bytes));
+          if (!first_missing) first_missing = key;
+          names += std::string(i ? ", '" : "'") + key + "'";
+        }
         if (!r.done()) throw malformed(what);
         if (missing > listed) names += " and " + std::to_string(missing - listed) + " more";
         const std::string ms = std::to_string(blocking ? blocking->count() : 0);
         throw Error(ErrorCode::timeout,
                     std::string("store ") + what + ": " +
                         (missing == 1 ? "key " + names + " was" : std::to_string(missing) + " keys were") +
-                        " not set within " + ms + " ms" + (missing == 1 ? "" : ": " + names) + " (store at " +
-                        where_ + "; is every rank running and using the same store?)");
+                        " not set within " + ms + " ms" + (missing == 1 ? "" : ": " + names) +
+                        (missing == 1 && first_missing ? detail::key_owner_hint(*first_missing) : std::string()) +
+                        " (store at " + where_ + "; is every rank running and using the same store?)");
       }
       case Status::error: {
         const std::string msg(r.str(opt_.max_value_bytes));
@@ -280,6 +308,10 @@ class TcpStore final : public Store {
                   << " s. Is rank 0 running, and do COMM_STORE (or MASTER_ADDR:MASTER_PORT) name its address?");
         warn_at = now + kRefusedWarnEvery;
       }
+      if (server_exited())
+        throw Error(ErrorCode::store_failure,
+                    "store: rank 0 exited (pid " + std::to_string(opt_.server_pid) +
+                        ", which hosts the store at " + where_ + ", is gone); this rank cannot meet the others");
       if (now >= deadline) break;
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));  // a last try at the deadline
       backoff = std::min(backoff * 2, std::chrono::milliseconds(500));

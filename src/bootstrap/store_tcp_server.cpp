@@ -2,6 +2,7 @@
 
 #include "util/log.hpp"
 #include "util/sha256.hpp"
+#include "bootstrap/store_keys.hpp"
 #include "bootstrap/store_tcp_wire.hpp"
 #include "bootstrap/store_tcp_world.hpp"
 
@@ -24,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace comm::detail {
@@ -153,6 +155,8 @@ struct TcpStoreServer::Loop {
   Clock::time_point accept_paused_until{};
   Clock::duration accept_backoff = kAcceptBackoffMin;
   RateLimitedWarning warn_no_fds, warn_full, warn_evicted, warn_rejected;
+  std::unordered_set<int> departed;  // ranks that said goodbye
+  std::unordered_set<int> lost;      // ranks whose connection closed without one
 
   void run();
   void accept_all();
@@ -171,6 +175,7 @@ struct TcpStoreServer::Loop {
   void wake_waiters();
   void expire(Clock::time_point now);
   void resume_all();
+  void note_closed(const Conn& c);
   Clock::time_point next_deadline() const;
 
   static void reply(Conn& c, std::string frame) {
@@ -256,6 +261,7 @@ void TcpStoreServer::Loop::drop_dead() {
       ++it;
       continue;
     }
+    note_closed(*it);
     if (it->rank >= 0) world.release(it->rank, it->instance);
     it = conns.erase(it);
   }
@@ -467,6 +473,11 @@ void TcpStoreServer::Loop::handle(Conn& c, std::string_view payload) {
       reply(c, ok().u8(found ? 1 : 0).finish());
       break;
     }
+    case Op::bye:
+      if (!r.done()) return reject(c, "malformed bye request");
+      if (c.rank >= 0) departed.insert(c.rank);
+      reply(c, ok().finish());
+      break;
     case Op::auth:
       return reject(c, "authenticated twice");
     default:
@@ -512,6 +523,7 @@ void TcpStoreServer::Loop::authenticate(Conn& c, wire::Reader& r) {
   if (said) {
     c.rank = static_cast<int>(rank);
     c.instance = instance;
+    departed.erase(c.rank);  // a new store object of a rank that left: watched again
   }
   reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)).finish());
   flush(c);
@@ -588,6 +600,19 @@ void TcpStoreServer::Loop::resume_all() {
       }
     }
   }
+}
+
+// A rank whose connection closes before it said goodbye has died (or left
+// without closing its store): recorded under comm/lost (store_keys.hpp) so
+// that ranks waiting for its keys can name it instead of timing out.
+void TcpStoreServer::Loop::note_closed(const Conn& c) {
+  if (!c.authed || c.rank < 0 || departed.count(c.rank) || !lost.insert(c.rank).second) return;
+  data[lost_rank_key(c.rank)] = "its connection to the store (from " + c.peer +
+                                ") closed without a goodbye: the process died, was killed, or exited without "
+                                "destroying its store";
+  data[std::string(kLostRanksKey)] += std::to_string(c.rank) + " ";
+  COMM_INFO("store server: rank " << c.rank << " disconnected without a goodbye (" << c.peer << ")");
+  wake_waiters();
 }
 
 Clock::time_point TcpStoreServer::Loop::next_deadline() const {

@@ -13,7 +13,9 @@
 // served, or buffered, before it. The server checks the rank against the
 // world it knows: a rank claimed by two live clients, or a world size that
 // differs from the others', is answered Status::world_error, and from then on
-// every request of every client is (the job cannot work). Requests are
+// every request of every client is (the job cannot work). A client that is
+// done says Op::bye first, so the server can tell a rank that left from one
+// whose process died. Requests are
 //   u8 op | fields (str = u32 length + bytes, integers big-endian)
 // and each gets one response: u8 Status | payload. A client has at most one
 // request in flight per connection. Any frame that breaks these rules closes
@@ -39,7 +41,7 @@ inline constexpr std::uint32_t kNoRank = 0xffffffffu;
 /// At most this many missing keys are listed in a timeout response.
 inline constexpr std::uint32_t kMaxListedKeys = 16;
 
-enum class Op : std::uint8_t { auth = 1, set, get, wait, add, check, erase };
+enum class Op : std::uint8_t { auth = 1, set, get, wait, add, check, erase, bye };
 enum class Status : std::uint8_t { ok = 0, timed_out = 1, error = 2, world_error = 3 };
 
 /// Builds a frame: reserve the length, append fields, then finish().

@@ -5,11 +5,13 @@
 #include "core/communicator_impl.hpp"
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
+#include "core/watchful_store.hpp"
 #include "select/calibration.hpp"
 #include "select/tuning_file.hpp"
 #include "util/log.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace comm::detail {
 namespace {
@@ -52,6 +54,11 @@ std::string Operation::describe() const {
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config, std::shared_ptr<Store> given) {
+  return create(config, std::move(given), Lineage{});
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config, std::shared_ptr<Store> given,
+                                                           Lineage lineage) {
   validate(config);
   // This communicator's log level, subsystems and file, for every line logged
   // on its behalf from here on (ranks as threads keep theirs apart).
@@ -65,42 +72,40 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   c->size_ = config.world_size;
   c->stall_after_ = std::min(config.timeout / 4, std::chrono::milliseconds(1000));
   c->recorder_.resize(config.flight_recorder_size);
-  auto overrides = parse_override(config.algo_override);  // usage errors before any connection
 
   auto base = base_store(config, std::move(given));
+  if (!lineage.root) {
+    lineage.root = base;
+    lineage.root_ranks.resize(static_cast<std::size_t>(config.world_size));
+    std::iota(lineage.root_ranks.begin(), lineage.root_ranks.end(), 0);
+  }
   // Each communicator created on a store gets its own key namespace; ranks
   // create communicators in the same order, so the counters agree.
   const auto generation = base->add("comm/created/" + std::to_string(config.rank), 1);
   c->base_store_ = base;
   c->generation_ = static_cast<std::uint64_t>(generation);
-  c->store_ = make_prefix_store(base, "c" + std::to_string(generation) + "/");
-
-  // The one exchange every transport and the selector rely on: who is where.
-  c->peers_ = std::make_shared<const PeerTable>(exchange_peers(*c->store_, config, config.timeout));
-  if (c->config_.transport.empty()) c->config_.transport = default_transport(*c->peers_);
-  TransportInit init{config.rank, config.world_size, c->store_, &c->config_, c->peers_};
-  c->transport_ = create_transport(c->config_.transport, init);
-  const TransportCaps caps = c->transport_->caps();
-
-  // Every rank learns every link so that all ranks select identically.
-  LinkMatrix links = exchange_links(*c->transport_, *c->store_, config.timeout);
-  // Measured figures replace the transports' nominal ones: from a tuning file,
-  // or measured now (and then saved to the tuning file, if one is named).
-  ComputeParams compute = default_compute(caps);
-  std::string tuning = "nominal figures of the transport (no COMM_CALIBRATE, no COMM_TUNING_FILE)";
-  if (config.calibrate) {
-    calibrate_links(*c->transport_, *c->store_, c->rank_, c->size_, links, compute, config.timeout);
-    if (!config.tuning_file.empty() && c->rank_ == 0) save_tuning(config.tuning_file, links, compute);
-    tuning = "calibrated at creation" + (config.tuning_file.empty() ? "" : ", saved to " + config.tuning_file);
-  } else if (!config.tuning_file.empty()) {
-    tuning = load_tuning_agreed(config.tuning_file, *c->store_, c->rank_, links, compute, config.timeout)
-                 ? "tuning file " + config.tuning_file
-                 : "nominal figures (tuning file " + config.tuning_file + " does not exist)";
+  c->plain_store_ = make_prefix_store(base, "c" + std::to_string(generation) + "/");
+  // Waits for other ranks' keys end as soon as one of them is known to have
+  // failed or died (core/watchful_store.hpp).
+  c->store_ = make_watchful_store(c->plain_store_, lineage.root, c->rank_, lineage.root_ranks);
+  c->lineage_ = std::move(lineage);
+  std::string tuning;  // where the link figures came from, for the log
+  try {
+    tuning = c->connect();
+  } catch (const std::exception& e) {
+    // The others may be waiting for this rank's keys: tell them why it is
+    // not coming (they quote it), before the process may exit.
+    const auto* err = dynamic_cast<const Error*>(&e);
+    publish_failure(c->store_, c->rank_, err ? err->code() : ErrorCode::internal,
+                    std::string("creating the communicator failed: ") + e.what(), err ? cause_of(*err) : -1,
+                    std::chrono::seconds(1));
+    // The store lives in this process (store-client rank 0): keep it up
+    // until the others have read why, or they would blame its host.
+    if (c->lineage_.root_ranks[static_cast<std::size_t>(c->rank_)] == 0)
+      linger_until_peers_failed(*c->plain_store_, c->lineage_.root.get(), c->rank_, c->lineage_.root_ranks,
+                                std::chrono::seconds(2));
+    throw;
   }
-  c->create_engines();
-  c->selector_ = std::make_unique<Selector>(c->size_, std::move(links), compute, config.chunk_bytes,
-                                            std::move(overrides), c->transport_->native(),
-                                            c->schedule_engine_ != nullptr);
   register_live(c.get());
   c->log_choices(config.transport.empty() ? "chosen for this job" : "named in the configuration", tuning);
   return c;
@@ -127,6 +132,41 @@ void CommunicatorImpl::log_choices(std::string_view transport_why, std::string_v
                           << first->detail << (first->detail.empty() ? "" : ")"));
   }
   COMM_INFO("tuning: " << tuning);
+}
+
+// Everything of creation that meets the other ranks or may fail on one rank only.
+std::string CommunicatorImpl::connect() {
+  const Config& config = config_;
+  // A usage error, but one rank alone may have it: raised here, where it is
+  // published to the others (create()), not before the ranks meet.
+  auto overrides = parse_override(config.algo_override);
+  // The one exchange every transport and the selector rely on: who is where.
+  peers_ = std::make_shared<const PeerTable>(exchange_peers(*store_, config, config.timeout));
+  if (config_.transport.empty()) config_.transport = default_transport(*peers_);
+  TransportInit init{config.rank, config.world_size, store_, &config_, peers_};
+  transport_ = create_transport(config_.transport, init);
+  const TransportCaps caps = transport_->caps();
+
+  // Every rank learns every link so that all ranks select identically.
+  LinkMatrix links = exchange_links(*transport_, *store_, config.timeout);
+  // Measured figures replace the transports' nominal ones: from a tuning file,
+  // or measured now (and then saved to the tuning file, if one is named).
+  ComputeParams compute = default_compute(caps);
+  std::string tuning = "nominal figures of the transport (no COMM_CALIBRATE, no COMM_TUNING_FILE)";
+  if (config.calibrate) {
+    calibrate_links(*transport_, *store_, rank_, size_, links, compute, config.timeout);
+    if (!config.tuning_file.empty() && rank_ == 0) save_tuning(config.tuning_file, links, compute);
+    tuning = "calibrated at creation" + (config.tuning_file.empty() ? "" : ", saved to " + config.tuning_file);
+  } else if (!config.tuning_file.empty()) {
+    tuning = load_tuning_agreed(config.tuning_file, *store_, rank_, links, compute, config.timeout)
+                 ? "tuning file " + config.tuning_file
+                 : "nominal figures (tuning file " + config.tuning_file + " does not exist)";
+  }
+  create_engines();
+  selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
+                                            std::move(overrides), transport_->native(),
+                                            schedule_engine_ != nullptr);
+  return tuning;
 }
 
 // Engines from what the transport offers: schedules run on the host executor
@@ -188,12 +228,15 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
       if (all[2 * static_cast<std::size_t>(r)] == color)
         members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r);
     std::sort(members.begin(), members.end());
+    Lineage lineage{lineage_.root, {}};
+    for (const auto& m : members) lineage.root_ranks.push_back(lineage_.root_ranks[static_cast<std::size_t>(m.second)]);
     Config cfg = config_;
     cfg.world_size = static_cast<int>(members.size());
     for (std::size_t i = 0; i < members.size(); ++i)
       if (members[i].second == rank_) cfg.rank = static_cast<int>(i);
-    auto store = make_prefix_store(store_, "split" + std::to_string(split_id) + "/" + std::to_string(color) + "/");
-    sub = create(cfg, std::move(store));
+    auto store =
+        make_prefix_store(plain_store_, "split" + std::to_string(split_id) + "/" + std::to_string(color) + "/");
+    sub = create(cfg, std::move(store), std::move(lineage));
   }
   // Nobody leaves split() until every group has met through the store: the
   // store may live in rank 0's process, which could otherwise exit first.

@@ -31,6 +31,14 @@ void unregister_live(const CommunicatorImpl* c) noexcept;
 class CommunicatorImpl {
  public:
   static std::unique_ptr<CommunicatorImpl> create(const Config& config, std::shared_ptr<Store> base);
+  // Where a communicator's ranks sit in the store they bootstrapped from:
+  // `root` is that store, root_ranks[r] the store-client rank of rank r
+  // (split keeps the mapping, so a death the store records is named right).
+  struct Lineage {
+    std::shared_ptr<Store> root;
+    std::vector<int> root_ranks;
+  };
+  static std::unique_ptr<CommunicatorImpl> create(const Config& config, std::shared_ptr<Store> base, Lineage lineage);
   ~CommunicatorImpl();
 
   int rank() const noexcept { return rank_; }
@@ -63,6 +71,7 @@ class CommunicatorImpl {
 
  private:
   CommunicatorImpl() = default;
+  std::string connect();  // returns where the link figures came from
   void create_engines();
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
@@ -70,7 +79,8 @@ class CommunicatorImpl {
   void check_usable() const;
   void check_memory(const Call& call) const;
   bool progress_all();
-  void fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept;
+  // Fails every running operation; `cause` is the rank blamed (-1: none).
+  void fail_all(ErrorCode code, const std::string& message, Operation* culprit, int cause = -1) noexcept;
   void check_deadlines(Clock::time_point now);
   void diagnose_stall(Operation& op);
   void fail_from_run(Operation& op);
@@ -85,7 +95,9 @@ class CommunicatorImpl {
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<Store> base_store_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> plain_store_;  // this communicator's namespace
+  std::shared_ptr<Store> store_;        // the same, with watchful waits (core/watchful_store.hpp)
+  Lineage lineage_;
   std::shared_ptr<const PeerTable> peers_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Selector> selector_;

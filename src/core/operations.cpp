@@ -103,7 +103,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     op->code = e.code();
     op->message = op->describe() + ": " + e.what();
     recorder_.update(op->id, OpState::failed, 0, 1, op->message);
-    if (!e.is_usage()) fail_all(e.code(), op->message, op.get());
+    if (!e.is_usage()) fail_all(e.code(), op->message, op.get(), cause_of(e));
     throw Error(op->code, op->message);
   }
   if (op->state == Operation::State::done) {
@@ -170,7 +170,7 @@ bool CommunicatorImpl::progress_all() {
   return moved;
 }
 
-void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Operation* culprit) noexcept {
+void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Operation* culprit, int cause) noexcept {
   {
     std::lock_guard lk(failure_mu_);
     if (first_error_.empty()) first_error_ = message;
@@ -178,8 +178,8 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
   const bool first = !failed_.exchange(true, std::memory_order_acq_rel);
   COMM_LOG_AT(LogLevel::warn, log::Subsystem::coll, message);
   // Before anything is cancelled (which may close connections), so that the
-  // peers that see them close can quote why.
-  if (first) publish_failure(store_, rank_, code, message);
+  // peers that see them close can quote why, and blame whom this rank blames.
+  if (first) publish_failure(store_, rank_, code, message, cause == rank_ ? -1 : cause);
   for (auto& op : active_) {
     if (op->run) op->run->cancel();
     if (op->state != Operation::State::running) continue;
@@ -253,17 +253,24 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
 }
 
 // An operation failed because of `peer` (its connection closed, a message
-// failed): if the peer failed first and said why, that is the error.
+// failed, or the transport named it as the cause): if that rank failed first
+// and said why, the error is what it blamed — the rank that caused its own
+// failure, when it knew one, so that a rank that left because another died
+// is not taken for the culprit.
 void CommunicatorImpl::fail_from_run(Operation& op) {
   ErrorCode code = op.run->error_code();
   std::string message = op.describe() + ": " + op.run->error_message();
-  const int peer = op.run->error_peer();
-  if (peer >= 0 && peer != rank_ && code != ErrorCode::mismatch)
-    if (auto why = peer_failure(store_, peer, std::chrono::milliseconds(1000))) {
+  int cause = op.run->error_peer();
+  if (cause >= 0 && cause != rank_ && code != ErrorCode::mismatch)
+    if (auto why = peer_failure(store_, cause, std::chrono::milliseconds(1000))) {
+      const int reporter = cause;
+      cause = why->culprit() == rank_ ? reporter : why->culprit();
       code = why->code;
-      message = op.describe() + " failed because rank " + std::to_string(peer) + " failed first: " + why->message;
+      message = op.describe() + " failed because rank " + std::to_string(cause) + " failed first" +
+                (cause == reporter ? "" : " (as rank " + std::to_string(reporter) + " reports)") + ": " +
+                why->message;
     }
-  fail_all(code, message, &op);
+  fail_all(code, message, &op, code == ErrorCode::mismatch ? -1 : cause);
 }
 
 // Level debug, subsystem coll: which algorithm a collective runs and why,

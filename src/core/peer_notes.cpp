@@ -13,7 +13,25 @@ using namespace std::chrono_literals;
 
 constexpr auto kPoll = 50ms;
 
-std::string failure_key(int rank) { return "failed/" + std::to_string(rank); }
+constexpr const char* kNewestFailureKey = "failed/any";
+
+// A note is "<code>\n<cause>\n<message>".
+PeerFailure parse_failure(const std::string& note, int rank) {
+  PeerFailure f;
+  f.rank = rank;
+  const auto nl1 = note.find('\n');
+  const auto nl2 = nl1 == std::string::npos ? std::string::npos : note.find('\n', nl1 + 1);
+  if (nl2 == std::string::npos) {
+    f.message = note;
+    return f;
+  }
+  int code = 0;
+  std::from_chars(note.data(), note.data() + nl1, code);
+  std::from_chars(note.data() + nl1 + 1, note.data() + nl2, f.cause);
+  f.code = static_cast<ErrorCode>(code);
+  f.message = note.substr(nl2 + 1);
+  return f;
+}
 std::string stall_key(int rank) { return "stall/" + std::to_string(rank); }
 
 // A store access that must not hold up its caller: runs `fn` on a detached
@@ -42,14 +60,31 @@ bool run_bounded(Fn fn, std::chrono::milliseconds budget) {
 
 }  // namespace
 
-void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message) {
+std::string failure_key(int rank) { return "failed/" + std::to_string(rank); }
+
+int cause_of(const Error& e) noexcept {
+  const auto* p = dynamic_cast<const PeerError*>(&e);
+  return p ? p->cause() : -1;
+}
+
+void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message, int cause,
+                     std::chrono::milliseconds budget) {
   run_bounded(
-      [store = std::move(store), rank, note = std::to_string(static_cast<int>(code)) + '\n' + message] {
+      [store = std::move(store), rank,
+       note = std::to_string(static_cast<int>(code)) + '\n' + std::to_string(cause) + '\n' + message] {
         store->set(failure_key(rank), note);
+        store->set(kNewestFailureKey, std::to_string(rank));
       },
-      // Long enough for a healthy store (a process that exits right after
-      // failing must not take its note with it), short enough for a dead one.
-      500ms);
+      budget);
+}
+
+std::optional<PeerFailure> newest_peer_failure(Store& store, int self) {
+  if (!store.check(kNewestFailureKey)) return std::nullopt;
+  int rank = -1;
+  const std::string who = store.get(kNewestFailureKey, 1s);
+  std::from_chars(who.data(), who.data() + who.size(), rank);
+  if (rank < 0 || rank == self) return std::nullopt;
+  return parse_failure(store.get(failure_key(rank), 1s), rank);
 }
 
 std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget) {
@@ -60,12 +95,9 @@ std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, 
       [store = std::move(store), peer, found, mu, until] {
         do {
           if (store->check(failure_key(peer))) {
-            const std::string note = store->get(failure_key(peer), 1s);
-            const auto nl = note.find('\n');
-            int code = 0;
-            std::from_chars(note.data(), note.data() + (nl == std::string::npos ? 0 : nl), code);
+            PeerFailure f = parse_failure(store->get(failure_key(peer), 1s), peer);
             std::lock_guard lk(*mu);
-            *found = PeerFailure{static_cast<ErrorCode>(code), nl == std::string::npos ? note : note.substr(nl + 1)};
+            *found = std::move(f);
             return;
           }
           std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(

@@ -33,13 +33,39 @@ namespace comm::detail {
 struct PeerFailure {
   ErrorCode code = ErrorCode::internal;
   std::string message;
+  int rank = -1;   // who published it
+  int cause = -1;  // the rank whose failure caused it, -1 if unknown (see culprit())
+  // The rank to blame: the cause it knew of, else the publisher itself.
+  int culprit() const noexcept { return cause >= 0 ? cause : rank; }
 };
 
-// Publishes this rank's failure, waiting at most half a second for the store.
-void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message);
+// An error caused by the failure of another rank, `cause`, which the core
+// knows by number (thrown by core code only; callers catch comm::Error).
+class PeerError : public Error {
+ public:
+  PeerError(ErrorCode code, const std::string& message, int cause) : Error(code, message), cause_(cause) {}
+  int cause() const noexcept { return cause_; }
+
+ private:
+  int cause_;
+};
+// The cause of `e` if it is a PeerError, else -1.
+int cause_of(const Error& e) noexcept;
+
+// Where rank's failure note is.
+std::string failure_key(int rank);
+// Publishes this rank's failure (and `cause`, the rank that made it fail, or
+// -1), also as the newest one ("failed/any"), waiting for it to land at most
+// `budget`: long enough for a healthy store (a process that exits right after
+// failing must not take its note with it), short enough for a dead one.
+void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message, int cause,
+                     std::chrono::milliseconds budget = std::chrono::milliseconds(500));
 // What `peer` published about its own failure, waiting for the note at most
 // `budget` (it may be on its way); nullopt when none arrived.
 std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget);
+// Blocking, for callers that wait on the store anyway: the newest failure
+// some rank other than `self` published, if any.
+std::optional<PeerFailure> newest_peer_failure(Store& store, int self);
 
 // One recent collective call, as published on a stall.
 struct CallNote {

@@ -118,7 +118,7 @@ bool Execution::advance() {
       in_flight_.pop_back();
       const Step& st = schedule_->steps[s];
       if (state == Completion::failed) {
-        fail(c.code, c.message, st.peer);
+        fail(c.code, c.message, c.cause >= 0 ? c.cause : st.peer);
         return completed_ != before;
       }
       if (st.kind == StepKind::recv && c.bytes != st.dst.count * esize_) {

@@ -40,7 +40,8 @@ class Execution {
   bool failed() const noexcept { return failed_; }
   ErrorCode error_code() const noexcept { return error_code_; }
   const std::string& error_message() const noexcept { return error_message_; }
-  // The peer whose message or connection failed the execution; -1 if none.
+  // The rank that failed the execution: the one a failed completion names as
+  // its cause, else the peer of that message; -1 if none.
   int error_peer() const noexcept { return error_peer_; }
   // Withdraws every posted send/receive (the transport stops touching buffers).
   void cancel() noexcept;

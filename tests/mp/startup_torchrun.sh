@@ -1,0 +1,23 @@
+#!/bin/sh
+# Two ranks started as torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT; no commrun): rank 1 fails during creation (bad COMM_ALGO, then
+# killed inside the transport's bootstrap); rank 0 must fail within 5 s naming
+# rank 1 although COMM_TIMEOUT is 60 s.
+set -u
+PROG=$1
+port=$(( 20000 + $$ % 20000 ))
+status=0
+for mode in bad-config kill-in-transport; do
+  port=$((port + 1))
+  export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMM_TIMEOUT=60
+  RANK=0 "$PROG" "$mode" 1 --within 5 >"${TMPDIR:-/tmp}/startup-r0.$$" 2>&1 &
+  r0=$!
+  RANK=1 "$PROG" "$mode" 1 --within 5 >"${TMPDIR:-/tmp}/startup-r1.$$" 2>&1
+  wait $r0
+  rc=$?
+  echo "--- $mode: rank 0 (exit $rc)"; cat "${TMPDIR:-/tmp}/startup-r0.$$"
+  echo "--- $mode: rank 1"; cat "${TMPDIR:-/tmp}/startup-r1.$$"
+  rm -f "${TMPDIR:-/tmp}/startup-r0.$$" "${TMPDIR:-/tmp}/startup-r1.$$"
+  [ $rc -eq 0 ] || status=1
+done
+exit $status

@@ -1,0 +1,153 @@
+// Dead store clients: the TCP store server records a client rank whose
+// connection closes without a goodbye (comm/lost), not one that destroys its
+// store; the communicator's watchful waits end at once naming a rank that
+// died or published its failure, and name the key's owner when they expire.
+
+#include "bootstrap/store_keys.hpp"
+#include "bootstrap/store_tcp_wire.hpp"
+#include "util/socket_util.hpp"
+#include "core/peer_notes.hpp"
+#include "core/watchful_store.hpp"
+
+#include <comm/error.hpp>
+#include <comm/store.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::shared_ptr<comm::Store> server() {
+  comm::TcpStoreOptions o;
+  o.is_server = true;
+  o.port = 0;
+  o.rank = 0;
+  return comm::make_tcp_store(o);
+}
+
+comm::TcpStoreOptions client_options(const comm::Store& server, int rank) {
+  comm::TcpStoreOptions o;
+  o.port = comm::tcp_store_port(server);
+  o.rank = rank;
+  o.connect_timeout = 5s;
+  return o;
+}
+
+// A client that connects as `rank`, sets `key`, and closes its connection
+// without the goodbye a destroyed store sends (as a killed rank would).
+// Spoken by hand (bootstrap/store_tcp_wire.hpp): the real client always says it.
+void client_that_vanishes(const comm::Store& server, int rank, const std::string& key) {
+  namespace wire = comm::detail::wire;
+  std::string last;
+  bool refused = false;
+  const auto deadline = Clock::now() + 5s;
+  comm::detail::Fd fd =
+      comm::detail::try_connect("127.0.0.1", comm::tcp_store_port(server), deadline, last, refused);
+  REQUIRE(fd.valid());
+  char hello[4 + wire::kHelloBytes];
+  REQUIRE(comm::detail::recv_exact(fd.get(), hello, sizeof hello, deadline) == comm::detail::IoResult::ok);
+  const auto exchange = [&](const std::string& frame) {
+    REQUIRE(comm::detail::send_all(fd.get(), frame.data(), frame.size(), deadline) == comm::detail::IoResult::ok);
+    char head[4];
+    REQUIRE(comm::detail::recv_exact(fd.get(), head, 4, deadline) == comm::detail::IoResult::ok);
+    std::string reply(wire::read_u32(head), '\0');
+    REQUIRE(comm::detail::recv_exact(fd.get(), reply.data(), reply.size(), deadline) == comm::detail::IoResult::ok);
+    REQUIRE(reply[0] == static_cast<char>(wire::Status::ok));
+  };
+  exchange(wire::Writer{}.u8(static_cast<std::uint8_t>(wire::Op::auth)).str("").u32(
+      rank >= 0 ? static_cast<std::uint32_t>(rank) + 1 : 0).finish());
+  exchange(wire::Writer{}.u8(static_cast<std::uint8_t>(wire::Op::set)).str(key).str("1").finish());
+}
+
+std::string error_of(const std::function<void()>& fn, comm::ErrorCode* code = nullptr) {
+  try {
+    fn();
+  } catch (const comm::Error& e) {
+    if (code) *code = e.code();
+    return e.what();
+  }
+  return {};
+}
+
+bool lost_within(comm::Store& s, int rank, std::chrono::milliseconds budget) {
+  const auto end = Clock::now() + budget;
+  while (Clock::now() < end) {
+    if (s.check(comm::detail::lost_rank_key(rank))) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("store server: a client that vanishes is recorded lost; one that leaves is not") {
+  auto s = server();
+  { auto polite = comm::make_tcp_store(client_options(*s, 1)); polite->set("x/1", "1"); }
+  client_that_vanishes(*s, 2, "x/2");
+  REQUIRE(lost_within(*s, 2, 2s));
+  CHECK(s->get(std::string(comm::detail::kLostRanksKey), 1s) == "2 ");
+  CHECK(s->get(comm::detail::lost_rank_key(2), 1s).find("closed without a goodbye") != std::string::npos);
+  CHECK_FALSE(s->check(comm::detail::lost_rank_key(1)));
+  // A client without a rank is never recorded.
+  client_that_vanishes(*s, -1, "x/none");
+  std::this_thread::sleep_for(100ms);
+  CHECK(s->get(std::string(comm::detail::kLostRanksKey), 1s) == "2 ");
+}
+
+TEST_CASE("watchful store: a wait for a dead rank's key ends at once, naming it") {
+  auto s = server();
+  auto ns = comm::make_prefix_store(s, "c1/");
+  auto w = comm::detail::make_watchful_store(ns, s, 0, {0, 1, 2});
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    client_that_vanishes(*s, 2, "other");
+  });
+  comm::ErrorCode code{};
+  const auto t0 = Clock::now();
+  const std::string msg = error_of([&] { w->get("peer/2", 30s); }, &code);
+  killer.join();
+  CHECK(code == comm::ErrorCode::peer_failed);
+  CHECK(msg.find("rank 2 died") != std::string::npos);
+  CHECK(Clock::now() - t0 < 3s);
+}
+
+TEST_CASE("watchful store: split ranks are named as the communicator numbers them") {
+  auto s = server();
+  auto w = comm::detail::make_watchful_store(comm::make_prefix_store(s, "c1/split0/1/c1/"), s, 0, {1, 3});
+  client_that_vanishes(*s, 3, "other");
+  REQUIRE(lost_within(*s, 3, 2s));
+  const std::string msg = error_of([&] { w->wait({"peer/1"}, 30s); });
+  CHECK(msg.find("rank 1 (rank 3 of the job) died") != std::string::npos);
+  // A lost rank outside the communicator does not end its waits.
+  auto other = comm::detail::make_watchful_store(comm::make_prefix_store(s, "c2/"), s, 0, {0, 1});
+  comm::ErrorCode code{};
+  error_of([&] { other->get("peer/1", 500ms); }, &code);
+  CHECK(code == comm::ErrorCode::timeout);
+}
+
+TEST_CASE("watchful store: a published failure ends the wait and blames its cause") {
+  auto mem = comm::make_memory_store();
+  auto w = comm::detail::make_watchful_store(mem, nullptr, 0, {0, 1, 2});
+  comm::detail::publish_failure(mem, 1, comm::ErrorCode::peer_failed, "rank 2 died under me", 2, 1s);
+  comm::ErrorCode code{};
+  const std::string msg = error_of([&] { w->get("peer/2", 30s); }, &code);
+  CHECK(code == comm::ErrorCode::peer_failed);
+  CHECK(msg.find("rank 2 failed (as rank 1 reports): rank 2 died under me") != std::string::npos);
+}
+
+TEST_CASE("watchful store: an expired wait names the rank that should have set the key") {
+  auto w = comm::detail::make_watchful_store(comm::make_memory_store(), nullptr, 0, {0, 1, 2, 3});
+  comm::ErrorCode code{};
+  const std::string msg = error_of([&] { w->wait({"ucx/addr/3", "ucx/addr/1"}, 300ms); }, &code);
+  CHECK(code == comm::ErrorCode::timeout);
+  CHECK(msg.find("rank 3, rank 1 have not joined") != std::string::npos);
+  CHECK(comm::detail::key_rank("c1/ofi/host/12") == 12);
+  CHECK_FALSE(comm::detail::key_rank("c1/tuning/agreed").has_value());
+}
