@@ -82,6 +82,7 @@ for t in $transports; do
       continue
     fi
     times+=("$secs")
+    awk -v s="$secs" 'BEGIN {exit !(s > 5)}' && notes+=("$what: slow: the last survivor exited ${secs} s after the kill")
     for ((r = 0; r < n; r++)); do
       [ $r -eq $victim ] && continue
       survivors=$((survivors + 1))

@@ -11,6 +11,8 @@
 //   (TcpStoreOptions::rank, the Config rank of the process).
 
 #include <charconv>
+#include <sstream>
+#include <vector>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +21,14 @@ namespace comm::detail {
 
 inline constexpr std::string_view kLostRanksKey = "comm/lost";
 inline std::string lost_rank_key(int rank) { return std::string(kLostRanksKey) + "/" + std::to_string(rank); }
+
+/// The ranks listed under kLostRanksKey, in the order they were lost.
+inline std::vector<int> parse_lost_ranks(const std::string& list) {
+  std::vector<int> ranks;
+  std::istringstream in(list);
+  for (int r; in >> r;) ranks.push_back(r);
+  return ranks;
+}
 
 /// The rank a key belongs to by the "/<rank>" convention; nullopt otherwise.
 inline std::optional<int> key_rank(std::string_view key) {

@@ -96,9 +96,13 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
     // The others may be waiting for this rank's keys: tell them why it is
     // not coming (they quote it), before the process may exit.
     const auto* err = dynamic_cast<const Error*>(&e);
+    int cause = err ? cause_of(*err) : -1;
+    if (cause < 0 && err && !err->is_usage())  // a transport's error: did a peer die?
+      cause = find_culprit(c->store_, c->lineage_.root, c->lineage_.root_ranks, c->rank_, -1,
+                           std::chrono::milliseconds(300))
+                  .rank;
     publish_failure(c->store_, c->rank_, err ? err->code() : ErrorCode::internal,
-                    std::string("creating the communicator failed: ") + e.what(), err ? cause_of(*err) : -1,
-                    std::chrono::seconds(1));
+                    std::string("creating the communicator failed: ") + e.what(), cause, std::chrono::seconds(1));
     // The store lives in this process (store-client rank 0): keep it up
     // until the others have read why, or they would blame its host.
     if (c->lineage_.root_ranks[static_cast<std::size_t>(c->rank_)] == 0)
@@ -197,6 +201,12 @@ Engine& CommunicatorImpl::engine_for(const Call& call, std::string_view algorith
 CommunicatorImpl::~CommunicatorImpl() {
   log::Scope log_scope(log_.get());
   unregister_live(this);
+  // A failed communicator whose store lives in this process (store-client
+  // rank 0): keep the store up until the others have failed too, so that
+  // they can still read who failed first (they would blame this rank).
+  if (failed() && size_ > 1 && lineage_.root_ranks[static_cast<std::size_t>(rank_)] == 0)
+    linger_until_peers_failed(*plain_store_, lineage_.root.get(), rank_, lineage_.root_ranks,
+                              std::chrono::seconds(2));
   for (auto& op : operation_pool_) op->comm = nullptr;
   for (auto& op : active_) {
     if (op->run) op->run->cancel();

@@ -253,24 +253,42 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
 }
 
 // An operation failed because of `peer` (its connection closed, a message
-// failed, or the transport named it as the cause): if that rank failed first
-// and said why, the error is what it blamed — the rank that caused its own
-// failure, when it knew one, so that a rank that left because another died
-// is not taken for the culprit.
+// failed, or the transport named it as the cause). The error names whom the
+// store says is to blame (core/peer_notes.hpp find_culprit): what `peer`
+// blamed when it failed first, or the rank the store server saw die, or the
+// store's host when the store itself is gone; a rank that merely left
+// because another one died is never taken for the culprit.
 void CommunicatorImpl::fail_from_run(Operation& op) {
   ErrorCode code = op.run->error_code();
   std::string message = op.describe() + ": " + op.run->error_message();
-  int cause = op.run->error_peer();
-  if (cause >= 0 && cause != rank_ && code != ErrorCode::mismatch)
-    if (auto why = peer_failure(store_, cause, std::chrono::milliseconds(1000))) {
-      const int reporter = cause;
-      cause = why->culprit() == rank_ ? reporter : why->culprit();
-      code = why->code;
+  const int peer = op.run->error_peer();
+  if (peer < 0 || peer == rank_ || code == ErrorCode::mismatch)
+    return fail_all(code, message, &op, code == ErrorCode::mismatch ? -1 : peer);
+  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, peer, std::chrono::milliseconds(1000));
+  int cause = c.rank >= 0 && c.rank != rank_ ? c.rank : peer;
+  const std::string through = cause == peer ? "" : "; this rank noticed it through rank " + std::to_string(peer);
+  switch (c.source) {
+    case Culprit::Source::note:
+      code = c.note.code;
       message = op.describe() + " failed because rank " + std::to_string(cause) + " failed first" +
-                (cause == reporter ? "" : " (as rank " + std::to_string(reporter) + " reports)") + ": " +
-                why->message;
-    }
-  fail_all(code, message, &op, code == ErrorCode::mismatch ? -1 : cause);
+                (cause == peer ? "" : " (as rank " + std::to_string(peer) + " reports)") + ": " + c.note.message;
+      break;
+    case Culprit::Source::lost:
+      if (cause != peer)
+        message = op.describe() + " failed because rank " + std::to_string(cause) + " died (" + c.reason + ")" + through;
+      else
+        message += " (rank " + std::to_string(cause) + " died: " + c.reason + ")";
+      code = ErrorCode::peer_failed;
+      break;
+    case Culprit::Source::store_gone:
+      if (cause != peer)
+        message = op.describe() + " failed because rank " + std::to_string(cause) +
+                  " died (it hosted the store, which is gone: " + c.reason + ")" + through;
+      break;
+    case Culprit::Source::none:
+      break;
+  }
+  fail_all(code, message, &op, cause);
 }
 
 // Level debug, subsystem coll: which algorithm a collective runs and why,

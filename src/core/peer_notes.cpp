@@ -1,6 +1,9 @@
 #include "core/peer_notes.hpp"
 #include "util/c_locale.hpp"
 
+#include "bootstrap/store_keys.hpp"
+
+#include <algorithm>
 #include <charconv>
 #include <condition_variable>
 #include <sstream>
@@ -87,26 +90,56 @@ std::optional<PeerFailure> newest_peer_failure(Store& store, int self) {
   return parse_failure(store.get(failure_key(rank), 1s), rank);
 }
 
-std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget) {
-  auto found = std::make_shared<std::optional<PeerFailure>>();
-  auto mu = std::make_shared<std::mutex>();
+Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
+                     int self, int peer, std::chrono::milliseconds budget) {
+  struct Shared {
+    std::mutex mu;
+    Culprit found;
+  };
+  auto shared = std::make_shared<Shared>();
   const auto until = std::chrono::steady_clock::now() + budget;
+  const auto comm_rank = [root_ranks](int root_rank) {
+    const auto it = std::find(root_ranks.begin(), root_ranks.end(), root_rank);
+    return it == root_ranks.end() ? -1 : static_cast<int>(it - root_ranks.begin());
+  };
   run_bounded(
-      [store = std::move(store), peer, found, mu, until] {
-        do {
-          if (store->check(failure_key(peer))) {
-            PeerFailure f = parse_failure(store->get(failure_key(peer), 1s), peer);
-            std::lock_guard lk(*mu);
-            *found = std::move(f);
-            return;
+      [store = std::move(store), root = std::move(root), self, peer, shared, until, comm_rank] {
+        Culprit c;
+        try {
+          do {
+            if (peer >= 0 && store->check(failure_key(peer))) {
+              c.source = Culprit::Source::note;
+              c.note = parse_failure(store->get(failure_key(peer), 1s), peer);
+              c.rank = c.note.culprit();
+              break;
+            }
+            if (root && root->check(std::string(kLostRanksKey))) {
+              for (int r : parse_lost_ranks(root->get(std::string(kLostRanksKey), 1s))) {
+                const int mine = comm_rank(r);
+                if (mine < 0 || mine == self || (c.rank >= 0 && mine != peer)) continue;
+                c.source = Culprit::Source::lost;
+                c.rank = mine;
+                c.reason = root->get(lost_rank_key(r), 1s);
+              }
+              if (c.source == Culprit::Source::lost) break;
+            }
+            std::this_thread::sleep_for(10ms);
+          } while (std::chrono::steady_clock::now() < until);
+        } catch (const Error& e) {
+          // The store is unreachable: the process hosting it (root rank 0) is gone.
+          if (e.code() == ErrorCode::store_failure && comm_rank(0) >= 0 && comm_rank(0) != self) {
+            c = Culprit{};
+            c.source = Culprit::Source::store_gone;
+            c.rank = comm_rank(0);
+            c.reason = e.what();
           }
-          std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-              kPoll / 5, std::max<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(), 0ms)));
-        } while (std::chrono::steady_clock::now() < until);
+        }
+        std::lock_guard lk(shared->mu);
+        shared->found = std::move(c);
       },
-      budget + 20ms);
-  std::lock_guard lk(*mu);
-  return *found;
+      budget + 50ms);
+  std::lock_guard lk(shared->mu);
+  return shared->found;
 }
 
 struct StallProbe::State {

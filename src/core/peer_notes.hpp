@@ -60,9 +60,23 @@ std::string failure_key(int rank);
 // failing must not take its note with it), short enough for a dead one.
 void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message, int cause,
                      std::chrono::milliseconds budget = std::chrono::milliseconds(500));
-// What `peer` published about its own failure, waiting for the note at most
-// `budget` (it may be on its way); nullopt when none arrived.
-std::optional<PeerFailure> peer_failure(std::shared_ptr<Store> store, int peer, std::chrono::milliseconds budget);
+// Who is to blame for a failure this rank saw with `peer` (its connection
+// closed, a message to it failed), as far as the store can tell within
+// `budget` (the store may be frozen, so it is asked on a detached thread):
+//   note        `peer` published why it failed (and whom it blamed);
+//   lost        the store server saw `rank` die (core/watchful_store.hpp);
+//   store_gone  the store cannot be reached: its host, `rank`, is gone;
+//   none        nothing known (then `peer` itself is the suspect).
+// `root`/`root_ranks`: the store holding the server's records and the
+// communicator's ranks as its clients (CommunicatorImpl::Lineage).
+struct Culprit {
+  enum class Source { none, note, lost, store_gone } source = Source::none;
+  int rank = -1;
+  PeerFailure note;    // source == note
+  std::string reason;  // source == lost: the server's record
+};
+Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
+                     int self, int peer, std::chrono::milliseconds budget);
 // Blocking, for callers that wait on the store anyway: the newest failure
 // some rank other than `self` published, if any.
 std::optional<PeerFailure> newest_peer_failure(Store& store, int self);

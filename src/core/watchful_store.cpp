@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <sstream>
 #include <thread>
 
 namespace comm::detail {
@@ -67,8 +66,7 @@ class WatchfulStore final : public Store {
                       culprit);
     }
     if (!root_ || !root_->check(std::string(kLostRanksKey))) return;
-    std::istringstream lost(root_->get(std::string(kLostRanksKey), 1s));
-    for (int root_rank; lost >> root_rank;) {
+    for (int root_rank : parse_lost_ranks(root_->get(std::string(kLostRanksKey), 1s))) {
       const auto it = std::find(root_ranks_.begin(), root_ranks_.end(), root_rank);
       if (it == root_ranks_.end()) continue;
       const int r = static_cast<int>(it - root_ranks_.begin());

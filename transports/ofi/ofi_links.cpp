@@ -350,23 +350,32 @@ void OfiTransport::send_probe(int peer) {
   next_liveness_ = std::min(next_liveness_, now + kLivenessInterval / 4);
 }
 
+// The first dead peer fails the whole transport: a rank waiting only on live
+// ranks (that wait on the dead one) must not wait on, nor later blame one
+// of them. Every pending operation is withdrawn and fails naming it.
 void OfiTransport::fail_peer(int peer, const std::string& why) {
   auto& dead = peer_failed_[static_cast<std::size_t>(peer)];
   if (!dead.empty()) return;
   dead = "rank " + std::to_string(peer) + " is unreachable: " + why;
   COMM_WARN("ofi: " << dead);
+  if (first_dead_ < 0) first_dead_ = peer;
   std::vector<Op*> ops;
-  for (const auto& [c, op] : active_)
-    if (op->peer == peer) ops.push_back(op);
-  // Withdraw everything addressed to the dead peer so that no buffer is touched
-  // after its Completion reports the failure; the cancel completions carry
-  // `dead` to the callers (see on_error).
+  for (const auto& [c, op] : active_) ops.push_back(op);
+  withdraw(ops);
+}
+
+// Fails `ops` (all with a dead peer, or pending when one died) so that no
+// buffer is touched after its Completion reports the failure: cancelled, and
+// detached where the provider will not hand one back in time. The cancel
+// completions carry the reason to the callers (see on_error).
+void OfiTransport::withdraw(const std::vector<Op*>& ops) {
   std::vector<Completion*> withdrawn;
   for (Op* op : ops) {
     if (op->state == Op::State::backlog) {
       unbacklog(op);
-      fail(op, ErrorCode::peer_failed, describe(*op) + ": " + dead);
-    } else {
+      const int cause = dead_cause(op->peer);
+      fail(op, ErrorCode::peer_failed, describe(*op) + ": " + death_of(cause), cause);
+    } else if (op->state == Op::State::posted) {
       op->state = Op::State::cancelling;
       fi_cancel(&ep_->fid, &op->ctx);
       withdrawn.push_back(op->c);
@@ -380,11 +389,20 @@ void OfiTransport::fail_peer(int peer, const std::string& why) {
     it = active_.find(c);
     Op* op = it->second;
     const std::string what = describe(*op);
+    const int cause = dead_cause(op->peer);
     active_.erase(it);
     --pending_per_peer_[static_cast<std::size_t>(op->peer)];
     op->c = nullptr;
-    c->fail(ErrorCode::peer_failed, what + ": " + dead);
+    c->fail(ErrorCode::peer_failed, what + ": " + death_of(cause), cause == op->peer ? -1 : cause);
   }
+}
+
+int OfiTransport::dead_cause(int peer) const noexcept {
+  return peer_failed_[static_cast<std::size_t>(peer)].empty() ? first_dead_ : peer;
+}
+
+std::string OfiTransport::death_of(int peer) const {
+  return peer < 0 ? std::string("cancelled") : peer_failed_[static_cast<std::size_t>(peer)];
 }
 
 void OfiTransport::fail_all(ErrorCode code, const std::string& why) {

@@ -299,10 +299,11 @@ void OfiTransport::complete(Op* op, std::size_t bytes) noexcept {
   if (c) c->complete(bytes);
 }
 
-void OfiTransport::fail(Op* op, ErrorCode code, std::string message) noexcept {
+void OfiTransport::fail(Op* op, ErrorCode code, std::string message, int cause) noexcept {
   Completion* c = op->c;
+  const int peer = op->peer;
   finish(op);
-  if (c) c->fail(code, std::move(message));
+  if (c) c->fail(code, std::move(message), cause == peer ? -1 : cause);
 }
 
 std::string OfiTransport::describe(const Op& op) const {
@@ -312,8 +313,10 @@ std::string OfiTransport::describe(const Op& op) const {
 }
 
 void OfiTransport::submit(Op* op) {
-  const std::string& dead = peer_failed_[static_cast<std::size_t>(op->peer)];
-  if (!dead.empty()) return fail(op, ErrorCode::peer_failed, describe(*op) + ": " + dead);
+  // Operations with live peers posted after a death run normally (the
+  // survivors may still talk to each other); those pending then failed.
+  if (!peer_failed_[static_cast<std::size_t>(op->peer)].empty())
+    return fail(op, ErrorCode::peer_failed, describe(*op) + ": " + death_of(op->peer));
   if (!broken_.empty()) return fail(op, ErrorCode::transport_failure, describe(*op) + ": " + broken_);
   // Later operations to the same peer queue behind refused ones so posting
   // order (which is matching order) is kept; other peers are not held up.
@@ -464,8 +467,8 @@ void OfiTransport::on_error(const fi_cq_err_entry& err) {
       break;
   }
   if (code == FI_ECANCELED) {
-    const std::string& dead = peer_failed_[p];
-    if (!dead.empty()) return fail(op, ErrorCode::peer_failed, describe(*op) + ": " + dead);
+    if (const int cause = dead_cause(op->peer); cause >= 0)
+      return fail(op, ErrorCode::peer_failed, describe(*op) + ": " + death_of(cause), cause);
     return fail(op, ErrorCode::aborted, describe(*op) + ": cancelled");
   }
   if (code == FI_ETRUNC) {

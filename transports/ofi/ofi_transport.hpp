@@ -137,7 +137,7 @@ class OfiTransport final : public Transport {
   void on_error(const fi_cq_err_entry& err);
   void finish(Op* op) noexcept;  // returns op to the pool
   void complete(Op* op, std::size_t bytes) noexcept;
-  void fail(Op* op, ErrorCode code, std::string message) noexcept;
+  void fail(Op* op, ErrorCode code, std::string message, int cause = -1) noexcept;
   Op* new_op(Op::Kind kind, int peer, std::uint64_t tag, void* buf, std::size_t bytes, Completion* c);
   std::string describe(const Op& op) const;
 
@@ -150,6 +150,10 @@ class OfiTransport final : public Transport {
   void send_probe(int peer);
   void post_probe_recv();
   void fail_peer(int peer, const std::string& why);
+  void withdraw(const std::vector<Op*>& ops);
+  // The dead rank to blame for an op with `peer`: itself if dead, else the first dead one (-1: none).
+  int dead_cause(int peer) const noexcept;
+  std::string death_of(int peer) const;  // why `peer` is dead ("cancelled" for -1)
   void fail_all(ErrorCode code, const std::string& why);
   bool poll_until_gone(Completion& c, Clock::duration bound) noexcept;
 
@@ -188,6 +192,7 @@ class OfiTransport final : public Transport {
   std::vector<char> reached_;  // per peer: a message to or from it has completed (a connection existed)
   Op* probe_recv_ = nullptr;
   std::vector<std::string> peer_failed_;  // non-empty: why the peer is considered dead
+  int first_dead_ = -1;                   // the first peer found dead: it fails every operation
   std::string broken_;                    // non-empty: the CQ itself failed; nothing can be posted
   Clock::time_point next_liveness_{};
 };

@@ -25,8 +25,11 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kCloseBudget = std::chrono::seconds(2);
 // Progress rounds that drain what a dead peer sent before it died.
 constexpr int kDrainRounds = 1000;
-// How long, after a death, ops with live peers may still complete.
-constexpr auto kDeathGrace = std::chrono::milliseconds(500);
+// How long, after a death, ops with live peers may still complete: none. The
+// communicator fails as a whole with its first dead peer (any op of a
+// collective left pending would fail it anyway, only later and naming
+// whichever live rank it waited on), so every op fails at once, naming it.
+constexpr auto kDeathGrace = std::chrono::milliseconds(0);
 
 // Default α (µs, 8 B half round trip) and β (GB/s, large one-way) per kind.
 // shm and tcp: ucx_perftest tag_lat/tag_bw on the 2-core development VMs
@@ -287,23 +290,22 @@ void UcxTransport::fail_dead_peers() noexcept {
       // to an endpoint, so cancel them. Whatever is still listed fails here.
       const auto fail_all_of = [&](Peer& q) {
         while (PendingOp* op = q.pending) {
-          detach(op, ErrorCode::peer_failed, why);
+          detach(op, ErrorCode::peer_failed, why, blame(p.rank));
           if (!op->is_send) ucp_request_cancel(worker_, op);
         }
       };
       fail_all_of(p);
       if (p.departed) continue;  // it closed normally: only what involves it is lost
       if (p.reported_by < 0) send_control(static_cast<std::uint64_t>(p.rank));
-      // A death ends the group's collectives, but ops with live peers may
-      // still complete (their data in flight, or a lagging rank finishing an
-      // earlier collective): fail those only if still pending after a grace.
+      // A death ends the group's collectives: every other op fails too (sweep()).
       if (sweep_at_ == Clock::time_point{}) sweep_at_ = Clock::now() + kDeathGrace;
     }
   }
 }
 
-// Fails every pending op once a death's grace has passed: a rank waiting only
-// on live peers that themselves wait on the dead one would otherwise hang.
+// Fails every op pending when a peer died (after kDeathGrace): a rank waiting
+// only on live peers that themselves wait on the dead one would otherwise
+// hang, and later name one of them.
 void UcxTransport::sweep() noexcept {
   const Peer* dead = nullptr;
   for (const Peer& p : peers_)
@@ -322,11 +324,13 @@ void UcxTransport::sweep() noexcept {
   }
   for (Peer& q : peers_) {
     while (PendingOp* op = q.pending) {
-      detach(op, ErrorCode::peer_failed, why);
+      detach(op, ErrorCode::peer_failed, why, dead->rank);
       if (!op->is_send) ucp_request_cancel(worker_, op);
     }
   }
-  sweep_at_ = Clock::now() + kDeathGrace;
+  // Once per death: what is posted afterwards (the survivors may still talk
+  // to each other) runs normally.
+  sweep_at_ = {};
 }
 
 // Control messages are 0-byte tag-only sends (see ucx_transport.hpp). One

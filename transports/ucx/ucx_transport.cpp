@@ -312,10 +312,10 @@ void UcxTransport::completed(void* request, ucs_status_t status, std::size_t len
   ucp_request_free(request);
 }
 
-void UcxTransport::detach(PendingOp* op, ErrorCode code, const std::string& why) noexcept {
+void UcxTransport::detach(PendingOp* op, ErrorCode code, const std::string& why, int cause) noexcept {
   untrack(op);
   op->state = PendingOp::State::detached;
-  fail_op(*op->completion, code, [&] { return describe(*op) + ": " + why; });
+  fail_op(*op->completion, code, [&] { return describe(*op) + ": " + why; }, cause == op->peer ? -1 : cause);
   op->completion = nullptr;
   changed_ = true;
 }
@@ -343,7 +343,7 @@ void UcxTransport::finish(const PendingOp& op, Completion& c, ucs_status_t statu
              (p.dead ? peer_failure(blame(op.peer))
                      : "rank " + std::to_string(op.peer) + " is unreachable (UCX: " +
                            ucs_status_string(status) + ")");
-    });
+    }, p.dead && blame(op.peer) != op.peer ? blame(op.peer) : -1);
   } else if (status == UCS_ERR_CANCELED) {
     fail_op(c, ErrorCode::aborted, [&] {
       return describe(op) + (p.closed ? ": " + peer_failure(op.peer) : ": cancelled");

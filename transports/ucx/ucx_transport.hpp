@@ -15,9 +15,8 @@
 // in the bits above comm::kTagBits and receives match all 64 bits. The top bit
 // marks our own control messages (0 bytes, all in the tag):
 //  - obituary: "rank X died", sent by a rank whose endpoint to X failed, so
-//    that every survivor fails its pending operations within seconds (those
-//    with live peers after a short grace), even one waiting only on live
-//    ranks that wait on X, and names X;
+//    that every survivor fails all its pending operations at once, even one
+//    waiting only on live ranks that wait on X, and names X as the cause;
 //  - goodbye: "I am closing", sent before a transport closes its endpoints,
 //    so that a normal departure is not taken for a death; it also names the
 //    death that made its sender leave, if any, as that rank's obituary may
@@ -62,11 +61,11 @@ bool is_peer_error(ucs_status_t s) noexcept;
 /// Completion::fail with a message built on the spot; if building it throws
 /// (out of memory) the op still fails, without a message.
 template <class MakeMessage>
-void fail_op(Completion& c, ErrorCode code, MakeMessage&& make_message) noexcept {
+void fail_op(Completion& c, ErrorCode code, MakeMessage&& make_message, int cause = -1) noexcept {
   try {
-    c.fail(code, make_message());
+    c.fail(code, make_message(), cause);
   } catch (...) {
-    c.fail(code, {});
+    c.fail(code, {}, cause);
   }
 }
 
@@ -155,7 +154,7 @@ class UcxTransport final : public Transport {
   void end_post(void* ret, std::size_t length) noexcept;
   void completed(void* request, ucs_status_t status, std::size_t length) noexcept;
   void untrack(PendingOp* op) noexcept;
-  void detach(PendingOp* op, ErrorCode code, const std::string& why) noexcept;
+  void detach(PendingOp* op, ErrorCode code, const std::string& why, int cause = -1) noexcept;
   void finish(const PendingOp& op, Completion& c, ucs_status_t status,
               std::size_t length) noexcept;
   void fail_dead_peers() noexcept;
