@@ -211,12 +211,42 @@ std::string store_process(pid_t rank0) {
          ":" + comm::detail::pid_namespace();
 }
 
+// What every rank's environment says about the job.
+struct JobEnv {
+  std::string store, token, dump_dir;
+  std::string store_pid;   // COMM_STORE_PID, for ranks other than 0
+  std::string exit_notes;  // COMM_EXIT_NOTES: where commrun records ranks that ended badly
+};
+
+// A rank that ends badly (non-zero exit, a signal) gets a note <dir>/<rank>
+// saying how, so that ranks still waiting for it during start-up name it at
+// once (core/watchful_store.cpp reads COMM_EXIT_NOTES), even when it died
+// before it ever reached the store.
+void write_exit_note(const std::string& dir, int rank, const std::string& what) {
+  if (dir.empty()) return;
+  const std::string path = dir + "/" + std::to_string(rank), tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  write_all(fd, what);
+  ::close(fd);
+  ::rename(tmp.c_str(), path.c_str());  // readers never see half a note
+}
+
+void remove_dir(const std::string& dir, const std::string& prefix) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != ".." && name.rfind(prefix, 0) == 0) ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
 // Runs in the forked child. If exec fails the child writes errno to
 // `status_w` (close-on-exec: the parent reads nothing once exec succeeded),
 // so that commrun, not each rank, reports it once.
-[[noreturn]] void exec_rank(const Options& o, int rank, const std::string& store, const std::string& token,
-                            const std::string& dump_dir, const std::string& store_pid, int out_w, int err_w,
-                            int status_w) {
+[[noreturn]] void exec_rank(const Options& o, int rank, const JobEnv& job, int out_w, int err_w, int status_w) {
   ::setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -229,10 +259,11 @@ std::string store_process(pid_t rank0) {
   ::setenv("COMM_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("COMM_WORLD_SIZE", std::to_string(o.nranks).c_str(), 1);
   ::setenv("COMM_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("COMM_STORE", store.c_str(), 1);
-  ::setenv("COMM_STORE_TOKEN", token.c_str(), 1);
-  if (rank != 0) ::setenv("COMM_STORE_PID", store_pid.c_str(), 1);
-  if (!dump_dir.empty()) ::setenv("COMM_DUMP_DIR", dump_dir.c_str(), 1);
+  ::setenv("COMM_STORE", job.store.c_str(), 1);
+  ::setenv("COMM_STORE_TOKEN", job.token.c_str(), 1);
+  if (rank != 0) ::setenv("COMM_STORE_PID", job.store_pid.c_str(), 1);
+  if (!job.exit_notes.empty()) ::setenv("COMM_EXIT_NOTES", job.exit_notes.c_str(), 1);
+  if (!job.dump_dir.empty()) ::setenv("COMM_DUMP_DIR", job.dump_dir.c_str(), 1);
   if (!o.transport.empty()) ::setenv("COMM_TRANSPORT", o.transport.c_str(), 1);
   // libinfinipath (pulled in by libfabric's psm provider) installs handlers
   // that print a backtrace and exit(1) on SIGSEGV/SIGABRT, which would hide
@@ -255,15 +286,6 @@ int exec_status(int status_r) {
   while (n < 0 && errno == EINTR);
   ::close(status_r);
   return n == static_cast<ssize_t>(sizeof err) ? err : 0;
-}
-
-void remove_dump_dir(const std::string& dump_dir) {
-  if (DIR* d = ::opendir(dump_dir.c_str())) {
-    while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).rfind("comm-flight-", 0) == 0) ::unlink((dump_dir + "/" + e->d_name).c_str());
-    ::closedir(d);
-  }
-  ::rmdir(dump_dir.c_str());
 }
 
 }  // namespace
@@ -302,8 +324,10 @@ int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) ::sigaction(sig, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  JobEnv job{store, token, dump_dir, {}, {}};
+  char exits_tmpl[] = "/tmp/commrun-exits-XXXXXX";
+  if (::mkdtemp(exits_tmpl)) job.exit_notes = exits_tmpl;
   std::vector<Rank> ranks(static_cast<std::size_t>(o.nranks));
-  std::string store_pid;
   for (int r = 0; r < o.nranks; ++r) {
     Rank& rk = ranks[static_cast<std::size_t>(r)];
     rk.index = r;
@@ -318,13 +342,13 @@ int main(int argc, char** argv) {
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
     const pid_t pid = ::fork();
-    if (pid == 0) exec_rank(o, r, store, token, dump_dir, store_pid, out[1], err[1], status[1]);
+    if (pid == 0) exec_rank(o, r, job, out[1], err[1], status[1]);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
       std::perror("commrun: fork");
       return 1;
     }
-    if (r == 0) store_pid = store_process(pid);
+    if (r == 0) job.store_pid = store_process(pid);
     ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
     ::close(out[1]);
     ::close(err[1]);
@@ -341,7 +365,8 @@ int main(int argc, char** argv) {
                    e == ENOENT && searched ? "; it is not a file in any PATH directory" : "");
       for (int q = 0; q <= r; ++q) ::kill(-ranks[static_cast<std::size_t>(q)].pid, SIGKILL);
       for (int q = 0; q <= r; ++q) ::waitpid(ranks[static_cast<std::size_t>(q)].pid, nullptr, 0);
-      if (own_dump_dir) remove_dump_dir(dump_dir);
+      if (own_dump_dir) remove_dir(dump_dir, "comm-flight-");
+      if (!job.exit_notes.empty()) remove_dir(job.exit_notes, "");
       return e == ENOENT ? 127 : 126;
     }
   }
@@ -381,8 +406,25 @@ int main(int argc, char** argv) {
     kill_deadline = Clock::time_point::max();
   };
 
+  // What is wrong with each rank's process, for the timeout summary.
+  auto process_states = [&] {
+    std::vector<std::string> states;
+    for (const Rank& r : ranks) {
+      const auto st = comm::detail::read_process_stat(r.pid);
+      const std::string pid = "(pid " + std::to_string(r.pid) + ")";
+      if (r.running && st && (st->state == 'T' || st->state == 't'))
+        states.push_back(pid + " is stopped (SIGSTOP or a debugger)");
+      else
+        states.emplace_back();
+    }
+    return states;
+  };
+  std::vector<std::string> states_at_timeout;  // taken before SIGUSR1 (which kills programs without comm)
   auto finish_timeout = [&] {
-    if (!dump_dir.empty()) std::fputs(commrun::summarize_flight_dumps(commrun::read_flight_dumps(dump_dir)).c_str(), stderr);
+    if (states_at_timeout.empty()) states_at_timeout = process_states();
+    if (!dump_dir.empty())
+      std::fputs(commrun::summarize_flight_dumps(commrun::read_flight_dumps(dump_dir), states_at_timeout).c_str(),
+                 stderr);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", o.timeout_s);
     stop_all(std::string("job timed out after ") + secs + " s (--timeout)", 124, false);
@@ -412,6 +454,7 @@ int main(int argc, char** argv) {
                                                 : "was killed by signal " + signal_name(WTERMSIG(status));
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       const std::string what = "rank " + std::to_string(it->index) + " " + how;
+      if (!stopping) write_exit_note(job.exit_notes, it->index, what);
       if (o.allow_fail.count(it->index)) {
         std::fprintf(stderr, "commrun: %s (allowed by --allow-fail)\n", what.c_str());
       } else if (!stopping) {
@@ -471,6 +514,7 @@ int main(int argc, char** argv) {
     const auto after = Clock::now();
     if (!stopping && after >= job_deadline && dump_deadline == Clock::time_point::max() && !dump_dir.empty()) {
       // Ask every rank for its flight recorder before stopping the job.
+      states_at_timeout = process_states();
       for (Rank& r : ranks)
         if (r.running) ::kill(r.pid, SIGUSR1);
       dump_deadline = after + kDumpWait;
@@ -488,7 +532,8 @@ int main(int argc, char** argv) {
         emit(r, *s, true);
         ::close(s->fd);
       }
-  if (own_dump_dir) remove_dump_dir(dump_dir);
+  if (own_dump_dir) remove_dir(dump_dir, "comm-flight-");
+  if (!job.exit_notes.empty()) remove_dir(job.exit_notes, "");
   if (exit_code != 0) std::fprintf(stderr, "commrun: job failed: %s (exit code %d)\n", failure.c_str(), exit_code);
   return exit_code;
 }

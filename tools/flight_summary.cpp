@@ -65,35 +65,57 @@ std::string describe(const LastOp& r) {
 
 }  // namespace
 
-std::string summarize_flight_dumps(const std::vector<std::string>& dumps) {
+std::string summarize_flight_dumps(const std::vector<std::string>& dumps, const std::vector<std::string>& processes) {
   std::map<long, std::vector<LastOp>> by_comm;
   for (const auto& d : dumps) {
     LastOp r = parse(d);
     if (r.rank >= 0) by_comm[r.communicator].push_back(r);
   }
-  if (by_comm.empty()) return "commrun: no flight-recorder dumps arrived (no rank had a live communicator)\n";
   std::ostringstream out;
+  // A process that is stopped (SIGSTOP, a debugger) or gone holds up the
+  // others whatever the dumps say: name it first.
+  for (std::size_t r = 0; r < processes.size(); ++r)
+    if (!processes[r].empty())
+      out << "commrun:   rank " << r << " " << processes[r] << ": the others wait on it\n";
+  if (by_comm.empty()) {
+    out << "commrun: no flight-recorder dumps arrived (no rank had a live communicator)\n";
+    return out.str();
+  }
   for (auto& [comm, ranks] : by_comm) {
     std::sort(ranks.begin(), ranks.end(), [](const LastOp& a, const LastOp& b) { return a.rank < b.rank; });
     out << "commrun: communicator " << comm << ":\n";
     for (const auto& r : ranks) out << "commrun:   rank " << r.rank << ": " << describe(r) << "\n";
-    // A rank whose latest collective is older than the others' is where the job waits.
     long newest = -1;
     for (const auto& r : ranks) newest = std::max(newest, r.has_op ? r.seq : -1L);
-    std::vector<int> behind;
-    for (const auto& r : ranks)
-      if ((r.has_op ? r.seq : -1L) < newest) behind.push_back(r.rank);
-    const long expected = ranks.front().size;
-    if (static_cast<long>(ranks.size()) < expected)
-      out << "commrun:   " << expected - static_cast<long>(ranks.size())
-          << " rank(s) sent no dump: they are not inside this communicator (exited, or stuck outside comm)\n";
-    if (!behind.empty()) {
-      out << "commrun:   behind: rank(s)";
-      for (int b : behind) out << " " << b;
-      out << " have not started collective #" << newest << ", which the others are in\n";
-    } else if (newest >= 0) {
-      out << "commrun:   every rank that reported is in collective #" << newest << "\n";
+    // Behind the newest collective: a rank whose own latest one is finished
+    // has not started it (it is where the job waits); one still inside an
+    // older one is waiting too, probably on a rank that sent no dump.
+    std::vector<int> not_started, still_in, reported;
+    for (const auto& r : ranks) {
+      reported.push_back(r.rank);
+      if ((r.has_op ? r.seq : -1L) >= newest) continue;
+      (r.has_op && r.state == "posted" ? still_in : not_started).push_back(r.rank);
     }
+    const long expected = ranks.front().size;
+    if (static_cast<long>(ranks.size()) < expected) {
+      out << "commrun:   rank(s)";
+      for (long q = 0; q < expected; ++q)
+        if (std::find(reported.begin(), reported.end(), static_cast<int>(q)) == reported.end()) out << " " << q;
+      out << " sent no dump: they are not inside this communicator (stopped, exited, or stuck outside comm)"
+          << (newest >= 0 ? " and hold up collective #" + std::to_string(newest) : std::string()) << "\n";
+    }
+    if (!not_started.empty()) {
+      out << "commrun:   behind: rank(s)";
+      for (int b : not_started) out << " " << b;
+      out << " have not started collective #" << newest << ", which the others are in\n";
+    }
+    if (!still_in.empty()) {
+      out << "commrun:   rank(s)";
+      for (int b : still_in) out << " " << b;
+      out << " are still in an earlier collective (waiting, like the others in #" << newest << ")\n";
+    }
+    if (not_started.empty() && still_in.empty() && newest >= 0)
+      out << "commrun:   every rank that reported is in collective #" << newest << "\n";
   }
   return out.str();
 }

@@ -14,6 +14,8 @@
 #   CAMPAIGN_MAX_DELAY_MS  kills happen 0..this after the fork (default 2500)
 #   CAMPAIGN_HANG_S      commrun --timeout for a job (default 40)
 #   COMM_TIMEOUT         passed to the ranks (default 20; a freeze is only seen at it)
+# Logs of runs with a hang, a slow exit or an unnamed victim are kept in
+# CAMPAIGN_LOGS (default BUILD_DIR/kill-campaign-logs).
 # Exit status: 0 when there were no hangs and every survivor named the victim.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR % 
 
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/kill-campaign.XXXXXX")
+keep=${CAMPAIGN_LOGS:-$build/kill-campaign-logs}  # logs of the runs with a failure
 trap 'rm -rf "$work"' EXIT
 for t in $transports; do
   case $t in
@@ -79,10 +82,14 @@ for t in $transports; do
     if [ $rc -eq 124 ]; then
       hangs=$((hangs + 1))
       notes+=("$what: HANG (still running after ${hang_s} s)")
+      mkdir -p "$keep" && cp "$log" "$keep/"
       continue
     fi
     times+=("$secs")
-    awk -v s="$secs" 'BEGIN {exit !(s > 5)}' && notes+=("$what: slow: the last survivor exited ${secs} s after the kill")
+    if awk -v s="$secs" 'BEGIN {exit !(s > 5)}'; then
+      notes+=("$what: slow: the last survivor exited ${secs} s after the kill")
+      mkdir -p "$keep" && cp "$log" "$keep/"
+    fi
     for ((r = 0; r < n; r++)); do
       [ $r -eq $victim ] && continue
       survivors=$((survivors + 1))
@@ -92,7 +99,8 @@ for t in $transports; do
         named=$((named + 1))
         continue
       fi
-      notes+=("$what: rank $r: ${line:-no error line; $(grep "rank $r " "$log" | grep commrun | head -1)}")
+      notes+=("$what: rank $r: ${line:-no error line} [$(grep "^commrun: rank $r " "$log" | head -1)]")
+      mkdir -p "$keep" && cp "$log" "$keep/"
     done
   done
   total=${#times[@]}

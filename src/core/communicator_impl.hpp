@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace comm::detail {
@@ -82,6 +83,8 @@ class CommunicatorImpl {
   // Fails every running operation; `cause` is the rank blamed (-1: none).
   void fail_all(ErrorCode code, const std::string& message, Operation* culprit, int cause = -1) noexcept;
   void check_deadlines(Clock::time_point now);
+  // For a timed-out op: text naming the ranks that hold it up, and the one to blame (-1: none).
+  std::pair<std::string, int> explain_timeout(const Operation& op, const std::vector<int>& peers);
   void diagnose_stall(Operation& op);
   void fail_from_run(Operation& op);
   void remember_call(const Operation& op);

@@ -207,10 +207,39 @@ void CommunicatorImpl::check_deadlines(Clock::time_point now) {
                       " at step " + std::to_string(op->run->steps_done()) + " of " +
                       std::to_string(op->run->steps_total());
     if (!peers.empty()) msg += "; still waiting on rank(s) " + join_ranks(peers);
-    msg += " (raise COMM_TIMEOUT if the peers are merely slow)";
-    fail_all(ErrorCode::timeout, msg, op.get());
+    const auto [why, cause] = explain_timeout(*op, peers);
+    msg += why + " (raise COMM_TIMEOUT if the peers are merely slow)";
+    fail_all(ErrorCode::timeout, msg, op.get(), cause);
     return;
   }
+}
+
+// Who holds up a collective that timed out: the ranks waited on, directly or
+// through the ranks they wait on (their stall notes say), that never said
+// they are in it — a frozen rank, one stuck outside comm, or one far behind.
+// Read within a bound: the store's host may be the frozen one.
+std::pair<std::string, int> CommunicatorImpl::explain_timeout(const Operation& op, const std::vector<int>& peers) {
+  if (op.collective == Collective::send || op.collective == Collective::recv || peers.empty()) return {"", -1};
+  constexpr auto kBudget = std::chrono::milliseconds(500);
+  const auto notes = read_stall_notes(store_, size_, kBudget);
+  if (!notes) {
+    const auto& roots = lineage_.root_ranks;
+    const auto host = std::find(roots.begin(), roots.end(), 0) - roots.begin();
+    if (host == rank_ || host >= size_) return {"; the store did not answer within 0.5 s", -1};
+    return {"; the store did not answer within 0.5 s: rank " + std::to_string(host) +
+                ", which hosts it, may be frozen too",
+            static_cast<int>(host)};
+  }
+  const std::vector<int> culprits = holding_up(*notes, peers, op.seq, rank_);
+  std::string why;
+  for (int r : culprits) {
+    const auto& note = (*notes)[static_cast<std::size_t>(r)];
+    why += "; rank " + std::to_string(r) + " has not entered " + std::string(to_string(op.collective)) + " #" +
+           std::to_string(op.seq) + " (" +
+           (note ? "its last progress note is from #" + std::to_string(note->seq) : std::string("it sent no progress note")) +
+           "): it is frozen, stuck outside comm, or far behind";
+  }
+  return {why, culprits.size() == 1 ? culprits.front() : -1};
 }
 
 void CommunicatorImpl::remember_call(const Operation& op) {

@@ -153,6 +153,10 @@ StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallN
     : state_(std::make_shared<State>()) {
   std::ostringstream out = util::c_ostream();
   for (const CallNote& n : mine) out << n.seq << ' ' << n.signature << ' ' << n.description << '\n';
+  // Last: the call lines above are read until the first line that is not one.
+  out << "waiting " << seq;
+  for (int p : peers) out << ' ' << p;
+  out << '\n';
   run_bounded(
       [store = std::move(store), rank, text = out.str(), peers = std::move(peers), seq, signature, s = state_] {
         store->set(stall_key(rank), text);
@@ -180,6 +184,58 @@ StallProbe::~StallProbe() { state_->stop.store(true, std::memory_order_release);
 std::optional<std::string> StallProbe::mismatch() const {
   std::lock_guard lk(state_->mu);
   return state_->mismatch;
+}
+
+namespace {
+
+std::optional<StallNote> parse_stall_note(const std::string& text) {
+  const auto at = text.rfind("waiting ");
+  if (at == std::string::npos) return std::nullopt;
+  std::istringstream in(text.substr(at + 8));
+  StallNote n;
+  if (!(in >> n.seq)) return std::nullopt;
+  for (int r; in >> r;) n.waiting_on.push_back(r);
+  return n;
+}
+
+}  // namespace
+
+std::optional<StallNotes> read_stall_notes(std::shared_ptr<Store> store, int size, std::chrono::milliseconds budget) {
+  struct Shared {
+    std::mutex mu;
+    std::optional<StallNotes> notes;
+  };
+  auto shared = std::make_shared<Shared>();
+  run_bounded(
+      [store = std::move(store), size, shared] {
+        StallNotes notes(static_cast<std::size_t>(size));
+        for (int r = 0; r < size; ++r)
+          if (store->check(stall_key(r))) notes[static_cast<std::size_t>(r)] = parse_stall_note(store->get(stall_key(r), 1s));
+        std::lock_guard lk(shared->mu);
+        shared->notes = std::move(notes);
+      },
+      budget);
+  std::lock_guard lk(shared->mu);
+  return shared->notes;
+}
+
+std::vector<int> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq, int self) {
+  std::vector<char> seen(notes.size(), 0);
+  std::vector<int> todo(waiting_on.begin(), waiting_on.end()), culprits;
+  while (!todo.empty()) {
+    const int r = todo.back();
+    todo.pop_back();
+    if (r < 0 || r >= static_cast<int>(notes.size()) || r == self || seen[static_cast<std::size_t>(r)]) continue;
+    seen[static_cast<std::size_t>(r)] = 1;
+    const auto& note = notes[static_cast<std::size_t>(r)];
+    if (!note || note->seq < seq) {
+      culprits.push_back(r);
+      continue;
+    }
+    todo.insert(todo.end(), note->waiting_on.begin(), note->waiting_on.end());
+  }
+  std::sort(culprits.begin(), culprits.end());
+  return culprits;
 }
 
 }  // namespace comm::detail

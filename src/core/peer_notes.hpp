@@ -91,7 +91,8 @@ struct CallNote {
 // The stall diagnosis of one waiting collective, running in the background.
 class StallProbe {
  public:
-  // Publishes `mine` under stall/<rank>, then reads stall/<p> of every rank in
+  // Publishes `mine` and what this rank waits for (collective `seq`, on
+  // `peers`) under stall/<rank>, then reads stall/<p> of every rank in
   // `peers` every 50 ms, looking for collective `seq` with another signature.
   StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
              std::uint64_t seq, std::uint64_t signature);
@@ -106,5 +107,23 @@ class StallProbe {
   struct State;
   std::shared_ptr<State> state_;
 };
+
+// Where a rank stood when its last stalled collective was noted: the
+// collective it waited in (`seq`) and the ranks it waited on.
+struct StallNote {
+  std::uint64_t seq = 0;
+  std::vector<int> waiting_on;
+};
+using StallNotes = std::vector<std::optional<StallNote>>;  // by rank; nullopt: none published
+
+// Every rank's stall note, read within `budget` on a detached thread;
+// nullopt when the store did not answer in time (it may be frozen).
+std::optional<StallNotes> read_stall_notes(std::shared_ptr<Store> store, int size, std::chrono::milliseconds budget);
+
+// The ranks holding up collective `seq`: starting from `waiting_on` (whom
+// this rank waits on) and following whom each noted rank waits on, the
+// ranks reached that have not noted being in `seq` or later (frozen, stuck
+// outside comm, or behind). Ascending.
+std::vector<int> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq, int self);
 
 }  // namespace comm::detail

@@ -6,6 +6,9 @@
 #include <comm/error.hpp>
 
 #include <algorithm>
+#include <optional>
+#include <cstdlib>
+#include <fstream>
 #include <charconv>
 #include <thread>
 
@@ -14,6 +17,17 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// COMM_EXIT_NOTES (set by commrun): a directory where the launcher notes
+// every rank that ended badly, in the job's numbering (file <rank>: how).
+std::optional<std::string> exit_note(int root_rank) {
+  const char* dir = std::getenv("COMM_EXIT_NOTES");
+  if (!dir || !*dir) return std::nullopt;
+  std::ifstream in(std::string(dir) + "/" + std::to_string(root_rank));
+  std::string note;
+  if (!std::getline(in, note)) return std::nullopt;
+  return note;
+}
 
 // How long one slice of a wait lasts: the delay between a death and the
 // waiters noticing it, against a few extra store round trips per slice.
@@ -57,6 +71,7 @@ class WatchfulStore final : public Store {
   }
 
   void check_peers(const char* what, const std::vector<std::string>& keys) {
+    check_exit_notes(what, keys);
     if (auto f = newest_peer_failure(*store_, rank_)) {
       const int culprit = f->culprit();
       const std::string who = culprit == f->rank ? "" : " (as rank " + std::to_string(f->rank) + " reports)";
@@ -75,6 +90,21 @@ class WatchfulStore final : public Store {
                       std::string("store ") + what + " of " + list(keys) + ": rank " + std::to_string(r) + as +
                           " died: " + root_->get(lost_rank_key(root_rank), 1s),
                       r);
+    }
+  }
+
+  // The launcher's exit notes, for the ranks whose keys are awaited: one that
+  // died before it ever reached the store is named at once too.
+  void check_exit_notes(const char* what, const std::vector<std::string>& keys) {
+    for (const auto& k : keys) {
+      const auto r = key_rank(k);
+      if (!r || *r >= static_cast<int>(root_ranks_.size()) || *r == rank_) continue;
+      const auto note = exit_note(root_ranks_[static_cast<std::size_t>(*r)]);
+      if (!note || store_->check(k)) continue;
+      throw PeerError(ErrorCode::peer_failed,
+                      std::string("store ") + what + " of " + list(keys) + ": rank " + std::to_string(*r) +
+                          " will not set '" + k + "': the launcher reports that " + *note,
+                      *r);
     }
   }
 
@@ -117,8 +147,9 @@ void linger_until_peers_failed(Store& store, Store* root, int rank, const std::v
   const auto deadline = Clock::now() + budget;
   try {
     for (int r = 0; r < static_cast<int>(root_ranks.size()) && Clock::now() < deadline;) {
-      if (r == rank || store.check(failure_key(r)) ||
-          (root && root->check(lost_rank_key(root_ranks[static_cast<std::size_t>(r)])))) {
+      const int root_rank = root_ranks[static_cast<std::size_t>(r)];
+      if (r == rank || store.check(failure_key(r)) || (root && root->check(lost_rank_key(root_rank))) ||
+          exit_note(root_rank)) {
         ++r;
         continue;
       }

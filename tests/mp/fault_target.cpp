@@ -3,8 +3,11 @@
 // of their choosing, from start-up on; every other rank must then fail with a
 // comm::Error that names rank R, within seconds, and exit.
 //
-//   comm-fault-target --victim R [--seconds S] [--quiet]
+//   comm-fault-target --victim R [--seconds S] [--freeze-after K]
 //
+// With --freeze-after K the victim stops itself (SIGSTOP) before its K-th
+// all-reduce instead of waiting to be killed; the others then time out at
+// COMM_TIMEOUT and must name it as the rank that has not entered that call.
 // Each rank creates the communicator and runs all-reduces of mixed sizes
 // (16 B to 4 MiB, so every protocol of a transport is in flight at some
 // point) for at most S seconds (default 30). A survivor prints exactly one
@@ -17,6 +20,8 @@
 // Exit 77 when the transport is not built.
 
 #include <comm/comm.hpp>
+
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -33,10 +38,11 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int victim = -1;
   double seconds = 30;
+  long freeze_after = -1;
 };
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: comm-fault-target --victim R [--seconds S]\n");
+  std::fprintf(stderr, "usage: comm-fault-target --victim R [--seconds S] [--freeze-after K]\n");
   std::exit(2);
 }
 
@@ -47,6 +53,7 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) usage();
     if (a == "--victim") o.victim = std::atoi(argv[++i]);
     else if (a == "--seconds") o.seconds = std::atof(argv[++i]);
+    else if (a == "--freeze-after") o.freeze_after = std::atol(argv[++i]);
     else usage();
   }
   if (o.victim < 0 || o.seconds <= 0) usage();
@@ -98,6 +105,11 @@ int main(int argc, char** argv) {
   std::vector<float> buf(sizes[2]);
   for (std::uint64_t it = 0; Clock::now() < end; ++it) {
     const std::size_t n = sizes[it % 3];
+    if (c.rank() == o.victim && static_cast<long>(it) == o.freeze_after) {
+      std::printf("fault-target: rank %d: stopping myself (SIGSTOP) before allreduce #%llu\n", c.rank(),
+                  static_cast<unsigned long long>(it));
+      ::raise(SIGSTOP);
+    }
     const auto t0 = Clock::now();
     try {
       c.allreduce(comm::View{buf.data(), n, comm::DataType::f32}, comm::ReduceOp::max);

@@ -30,6 +30,9 @@ constexpr int kDrainRounds = 1000;
 // collective left pending would fail it anyway, only later and naming
 // whichever live rank it waited on), so every op fails at once, naming it.
 constexpr auto kDeathGrace = std::chrono::milliseconds(0);
+// How long a swept receive may take to hand back its buffer before its
+// endpoint is closed to withdraw it.
+constexpr auto kSweepGrace = std::chrono::milliseconds(50);
 
 // Default α (µs, 8 B half round trip) and β (GB/s, large one-way) per kind.
 // shm and tcp: ucx_perftest tag_lat/tag_bw on the 2-core development VMs
@@ -305,32 +308,30 @@ void UcxTransport::fail_dead_peers() noexcept {
 
 // Fails every op pending when a peer died (after kDeathGrace): a rank waiting
 // only on live peers that themselves wait on the dead one would otherwise
-// hang, and later name one of them.
+// hang, and later name one of them. Ops with live peers are withdrawn, not
+// just detached: a receive already matched to a rendezvous would still land
+// in its buffer after the caller was told it failed.
 void UcxTransport::sweep() noexcept {
+  sweep_at_ = {};
   const Peer* dead = nullptr;
   for (const Peer& p : peers_)
     if (p.dead && !p.departed) {
       dead = &p;
       break;
     }
-  if (dead == nullptr) {
-    sweep_at_ = {};
-    return;
-  }
-  std::string why;
+  if (dead == nullptr) return;
+  std::vector<Completion*> pending;
   try {
-    why = peer_failure(dead->rank);
+    for (Peer& q : peers_)
+      for (PendingOp* op = q.pending; op != nullptr; op = op->next) pending.push_back(op->completion);
   } catch (...) {
-  }
-  for (Peer& q : peers_) {
-    while (PendingOp* op = q.pending) {
-      detach(op, ErrorCode::peer_failed, why, dead->rank);
-      if (!op->is_send) ucp_request_cancel(worker_, op);
-    }
+    return;  // out of memory: the ops fail at their timeout
   }
   // Once per death: what is posted afterwards (the survivors may still talk
   // to each other) runs normally.
-  sweep_at_ = {};
+  swept_for_ = dead->rank;
+  for (Completion* c : pending) withdraw(*c, kSweepGrace);
+  swept_for_ = -1;
 }
 
 // Control messages are 0-byte tag-only sends (see ucx_transport.hpp). One

@@ -344,6 +344,8 @@ void UcxTransport::finish(const PendingOp& op, Completion& c, ucs_status_t statu
                      : "rank " + std::to_string(op.peer) + " is unreachable (UCX: " +
                            ucs_status_string(status) + ")");
     }, p.dead && blame(op.peer) != op.peer ? blame(op.peer) : -1);
+  } else if (status == UCS_ERR_CANCELED && swept_for_ >= 0) {
+    fail_op(c, ErrorCode::peer_failed, [&] { return describe(op) + ": " + peer_failure(swept_for_); }, swept_for_);
   } else if (status == UCS_ERR_CANCELED) {
     fail_op(c, ErrorCode::aborted, [&] {
       return describe(op) + (p.closed ? ": " + peer_failure(op.peer) : ": cancelled");
@@ -413,13 +415,19 @@ bool UcxTransport::progress_until_finished(const Completion& c, Clock::duration 
   return true;
 }
 
-void UcxTransport::cancel(Completion& c) noexcept {
+void UcxTransport::cancel(Completion& c) noexcept { withdraw(c, kRecvCancelGrace); }
+
+// Ends a pending op so that UCX no longer touches its buffer when this
+// returns: a receive not yet matched is cancelled; one matched to a
+// rendezvous, or a send still in flight after `grace`, only goes with its
+// endpoint (force-closed; the peer becomes unusable).
+void UcxTransport::withdraw(Completion& c, Clock::duration grace) noexcept {
   PendingOp* op = find(c);
   if (op == nullptr) return;  // already finished: c is done or failed
   if (!op->is_send) {
     ucp_request_cancel(worker_, op);
-    if (progress_until_finished(c, kRecvCancelGrace)) return;
-  } else if (progress_until_finished(c, kSendCancelGrace)) {
+    if (progress_until_finished(c, grace)) return;
+  } else if (progress_until_finished(c, std::min<Clock::duration>(grace, kSendCancelGrace))) {
     return;
   }
   // Still in flight: a send waiting for a rendezvous or a receive already
@@ -429,7 +437,10 @@ void UcxTransport::cancel(Completion& c) noexcept {
   if (op == nullptr) return;
   withdraw_endpoint(peers_[static_cast<std::size_t>(op->peer)]);
   if (progress_until_finished(c, kRecvCancelGrace)) return;
-  if ((op = find(c)) != nullptr) detach(op, ErrorCode::aborted, "cancelled while UCX still held it");
+  if ((op = find(c)) != nullptr) {
+    if (swept_for_ >= 0) detach(op, ErrorCode::peer_failed, peer_failure(swept_for_), swept_for_);
+    else detach(op, ErrorCode::aborted, "cancelled while UCX still held it");
+  }
 }
 
 void UcxTransport::shutdown() noexcept {
@@ -441,8 +452,10 @@ void UcxTransport::shutdown() noexcept {
     for (Peer& p : peers_) {
       while (PendingOp* op = p.pending) {
         detach(op, ErrorCode::aborted, "transport destroyed while the operation was pending");
-        if (op->is_send) p.closed = true;  // UCX may still read its buffer: close forcibly
-        else ucp_request_cancel(worker_, op);
+        // UCX may still read a send's buffer, or land a matched rendezvous
+        // in a receive's: only a forced close of the endpoint stops it.
+        p.closed = true;
+        if (!op->is_send) ucp_request_cancel(worker_, op);
       }
     }
     closing_ = true;

@@ -137,6 +137,7 @@ class UcxTransport final : public Transport {
   void wait(std::chrono::steady_clock::time_point deadline) override;
   void interrupt() noexcept override;
   void cancel(Completion& c) noexcept override;
+  void withdraw(Completion& c, std::chrono::steady_clock::duration grace) noexcept;
 
  private:
   static void request_init(void* request);
@@ -190,6 +191,7 @@ class UcxTransport final : public Transport {
   bool closing_ = false;        ///< shutting down: no new control receive
   /// After a death: when every op still pending fails (see sweep()); zero: never.
   std::chrono::steady_clock::time_point sweep_at_{};
+  int swept_for_ = -1;  ///< while sweep() withdraws ops: the dead rank they fail for
   void* control_request_ = nullptr;  ///< the standing receive for control messages
   // The op being posted: UCX may run its callback before ucp_*_nbx returns
   // (a truncated rendezvous, an endpoint error), while its request is not yet
