@@ -6,7 +6,7 @@
 #   freeze_test.sh <commrun> <comm-fault-target> <transport>
 set -u
 COMMRUN=$1 TARGET=$2 T=$3
-out=$(COMM_TIMEOUT=3 COMM_ALGO="allreduce=ring" "$COMMRUN" -n 4 --timeout 7 --grace 1 --transport "$T" \
+out=$(COMM_TIMEOUT=3 COMM_ALGO="allreduce=ring" "$COMMRUN" -n 4 --timeout 12 --grace 1 --transport "$T" \
       --allow-fail 0,1,2,3 -- "$TARGET" --victim 2 --freeze-after 7 2>&1)
 rc=$?
 echo "$out"
