@@ -444,6 +444,10 @@ int main(int argc, char** argv) {
       auto it = std::find_if(ranks.begin(), ranks.end(), [&](const Rank& r) { return r.pid == pid; });
       if (it == ranks.end()) continue;
       it->running = false;
+      // A rank killed inside a shared-memory transport leaves its segments
+      // in /dev/shm (16 MiB each for libfabric's shm): nobody else removes them.
+      if (const auto n = comm::detail::remove_shm_files_of(pid))
+        std::fprintf(stderr, "commrun: removed %zu shared-memory file(s) rank %d left in /dev/shm\n", n, it->index);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (ok) continue;
       // A program without a comm communicator dies of the SIGUSR1 we sent to

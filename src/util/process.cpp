@@ -1,5 +1,7 @@
 #include "util/process.hpp"
 
+#include <dirent.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -41,6 +43,28 @@ std::string boot_id() {
   std::string id;
   std::getline(in, id);
   return id;
+}
+
+std::string comm_shm_prefix(std::string_view transport, long pid) {
+  return "comm-" + std::string(transport) + "-" + std::to_string(pid) + "-";
+}
+
+std::size_t remove_shm_files_of(long pid) {
+  if (pid <= 0) return 0;
+  const std::string theirs = std::to_string(pid) + ":";
+  const std::string ours = "-" + std::to_string(pid) + "-";
+  std::size_t removed = 0;
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    // comm-<transport>-<pid>-...: the pid sits right after the first word.
+    const auto dash = name.find('-', 5);
+    const bool mine = name.rfind("comm-", 0) == 0 && dash != std::string::npos && name.compare(dash, ours.size(), ours) == 0;
+    if ((mine || name.rfind(theirs, 0) == 0) && ::shm_unlink(name.c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 }  // namespace comm::detail

@@ -4,7 +4,9 @@
 // seen elsewhere means anything here (boot id, pid namespace).
 
 #include <optional>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace comm::detail {
 
@@ -22,5 +24,12 @@ bool process_alive(long pid, unsigned long long start_ticks);
 std::string pid_namespace();
 /// /proc/sys/kernel/random/boot_id: differs between machines and boots.
 std::string boot_id();
+
+/// Shared-memory files (/dev/shm) a process leaves when it dies: comm's own,
+/// named "comm-<transport>-<pid>-..." (comm_shm_prefix), and libfabric shm's
+/// default "<pid>:<n>:<n>". Removes those of `pid`, which must be a process
+/// of this host that has exited; returns how many were removed.
+std::string comm_shm_prefix(std::string_view transport, long pid);
+std::size_t remove_shm_files_of(long pid);
 
 }  // namespace comm::detail

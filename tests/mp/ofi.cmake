@@ -41,3 +41,9 @@ comm_mp_test(NAME mp_ofi_fault_tcp_3 RANKS 3 LABELS mp ofi TIMEOUT 120
 comm_mp_test(NAME mp_ofi_fault_shm_3 RANKS 3 LABELS mp ofi TIMEOUT 120
   ENV ${COMM_OFI_ENV_shm} COMMRUN_ARGS --allow-fail 1
   COMMAND comm-mp-suite --kill-rank 1 --kill-after 5)
+
+# A killed shm rank's /dev/shm region is removed (by commrun, and by the
+# survivors' transport when no launcher does it).
+add_test(NAME mp_ofi_shm_cleanup
+  COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/shm_cleanup_test.sh $<TARGET_FILE:commrun> $<TARGET_FILE:comm-fault-target>)
+set_tests_properties(mp_ofi_shm_cleanup PROPERTIES LABELS "mp;ofi" TIMEOUT 120)

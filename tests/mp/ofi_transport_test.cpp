@@ -1,7 +1,10 @@
 // The `ofi` transport's point-to-point contract, with ranks as threads of this
 // process (each with its own libfabric fabric, domain and endpoint), over
-// tcp;ofi_rxm on loopback and over shm: data and matching order, truncation,
-// cancel, interrupt, links, and the error for a provider that does not exist.
+// tcp;ofi_rxm on loopback: data and matching order, truncation, cancel,
+// interrupt, links, and the errors for a provider that does not exist and for
+// shm, which refuses ranks that are threads of one process (it crashes there;
+// transports/ofi/ofi_shm.cpp). shm's data path is tested across processes
+// (tests/mp/ofi.cmake).
 
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -26,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* kProviders[] = {"tcp;ofi_rxm", "shm"};
+constexpr const char* kProviders[] = {"tcp;ofi_rxm"};
 
 using Group = std::vector<std::unique_ptr<comm::Transport>>;
 
@@ -253,14 +256,27 @@ TEST_CASE("ofi: links, capabilities and argument checks") {
   CHECK(tcp[0]->caps().can_block);
   CHECK(tcp[0]->caps().peer_failure_detection);
   CHECK_FALSE(tcp[0]->caps().cuda_memory);
-  Group shm = make_group(2, "shm");
-  CHECK(shm[1]->link(0).kind == comm::LinkKind::shm);
-  CHECK(shm[1]->link(0).alpha_us < tcp[1]->link(0).alpha_us);
-  CHECK_FALSE(shm[0]->caps().can_block);
   comm::Completion c;
   char byte = 0;
-  CHECK_THROWS_AS(shm[0]->isend(2, 0, &byte, 1, c), comm::Error);
-  CHECK_THROWS_AS(shm[0]->irecv(1, std::uint64_t{1} << comm::kTagBits, &byte, 1, c), comm::Error);
+  CHECK_THROWS_AS(tcp[0]->isend(2, 0, &byte, 1, c), comm::Error);
+  CHECK_THROWS_AS(tcp[0]->irecv(1, std::uint64_t{1} << comm::kTagBits, &byte, 1, c), comm::Error);
+}
+
+TEST_CASE("ofi: the automatic choice on one host is tcp;ofi_rxm, never shm") {
+  Group g = make_group(2, "");
+  CHECK_MESSAGE(g[0]->link(1).detail.find("tcp;ofi_rxm") != std::string::npos, g[0]->link(1).detail);
+}
+
+TEST_CASE("ofi: shm with ranks that are threads of one process is refused, naming them") {
+  try {
+    make_group(2, "shm");
+    FAIL("creating the transport succeeded");
+  } catch (const comm::Error& e) {
+    const std::string what = e.what();
+    CHECK(e.code() == comm::ErrorCode::invalid_config);
+    CHECK_MESSAGE(what.find("ranks 0 and 1 are both in process") != std::string::npos, what);
+    CHECK_MESSAGE(what.find("tcp;ofi_rxm") != std::string::npos, what);
+  }
 }
 
 TEST_CASE("ofi: an unknown provider is a configuration error listing the usable ones") {

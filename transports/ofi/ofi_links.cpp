@@ -12,12 +12,12 @@
 #include "ofi_transport.hpp"
 
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <unistd.h>
 
@@ -30,32 +30,14 @@ constexpr const char* kHardwareProviders[] = {"verbs;ofi_rxm", "efa", "cxi", "ps
 
 std::string core_name(const std::string& provider) { return provider.substr(0, provider.find(';')); }
 
-// State character and start time (field 22) of /proc/<pid>/stat; false if gone.
-bool read_stat(long pid, char* state, unsigned long long* start) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return false;
-  // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream rest(text.substr(close + 1));
-  std::string field;
-  rest >> *state;
-  for (int i = 4; i <= 21 && rest >> field; ++i) {
-  }
-  return static_cast<bool>(rest >> *start);
-}
-
 }  // namespace
 
 ProcessIdentity this_process() {
   ProcessIdentity id;
-  char ns[128] = {};
-  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  id.pidns = n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string();
+  id.pidns = detail::pid_namespace();
   id.pid = static_cast<long>(::getpid());
-  char state = 0;
-  if (!read_stat(id.pid, &state, &id.start_ticks)) id.start_ticks = 0;
+  const auto st = detail::read_process_stat(id.pid);
+  id.start_ticks = st ? st->start_ticks : 0;
   return id;
 }
 
@@ -96,13 +78,7 @@ ProcessIdentity decode_identity(const std::string& text, int rank) {
   return id;
 }
 
-bool process_alive(const ProcessIdentity& id) {
-  char state = 0;
-  unsigned long long start = 0;
-  if (!read_stat(id.pid, &state, &start)) return false;
-  // A zombie has exited but is not yet reaped; a new start time means the pid was reused.
-  return state != 'Z' && state != 'X' && (id.start_ticks == 0 || start == id.start_ticks);
-}
+bool process_alive(const ProcessIdentity& id) { return detail::process_alive(id.pid, id.start_ticks); }
 
 InfoPtr make_hints(const std::string& provider) {
   InfoPtr h(fi_allocinfo());
@@ -218,7 +194,9 @@ void OfiTransport::choose_provider() {
     };
     for (const char* hw : kHardwareProviders)
       if (provider_.empty() && on_all(hw)) provider_ = hw;
-    if (provider_.empty() && one_host && on_all("shm")) provider_ = "shm";
+    // Never shm: a rank killed inside it can leave the others spinning in
+    // libfabric forever (ofi_shm.cpp). Same-host ranks get tcp here; comm's
+    // shm and ucx transports are the shared-memory paths.
     if (provider_.empty() && on_all("tcp;ofi_rxm")) provider_ = "tcp;ofi_rxm";
     if (provider_.empty()) {
       std::string offers;
@@ -227,8 +205,8 @@ void OfiTransport::choose_provider() {
         for (const auto& p : procs_[static_cast<std::size_t>(r)].providers) offers += " " + p;
       }
       throw Error(ErrorCode::unsupported,
-                  "ofi transport: no provider is usable on every rank (wanted a hardware provider, shm on one host, "
-                  "or tcp;ofi_rxm)" + offers + ". Set COMM_OFI_PROVIDER to one they share.");
+                  "ofi transport: no provider is usable on every rank (wanted a hardware provider or tcp;ofi_rxm)" +
+                      offers + ". Set COMM_OFI_PROVIDER to one they share.");
     }
     COMM_INFO("ofi: automatic provider choice: " << provider_ << (one_host ? " (all ranks on one host)" : ""));
   }
@@ -241,6 +219,7 @@ void OfiTransport::choose_provider() {
                         (*peers_)[rank_].hostname +
                         "; use a network provider such as tcp;ofi_rxm");
   }
+  if (is_shm()) check_shm_use();
 }
 
 // ---- OfiTransport: failure detection -------------------------------------
@@ -359,6 +338,7 @@ void OfiTransport::fail_peer(int peer, const std::string& why) {
   dead = "rank " + std::to_string(peer) + " is unreachable: " + why;
   COMM_WARN("ofi: " << dead);
   if (first_dead_ < 0) first_dead_ = peer;
+  remove_regions_of(peer);
   std::vector<Op*> ops;
   for (const auto& [c, op] : active_) ops.push_back(op);
   withdraw(ops);
@@ -377,7 +357,10 @@ void OfiTransport::withdraw(const std::vector<Op*>& ops) {
       fail(op, ErrorCode::peer_failed, describe(*op) + ": " + death_of(cause), cause);
     } else if (op->state == Op::State::posted) {
       op->state = Op::State::cancelling;
-      fi_cancel(&ep_->fid, &op->ctx);
+      {
+        InProvider watched(watchdog_.get());
+        fi_cancel(&ep_->fid, &op->ctx);
+      }
       withdrawn.push_back(op->c);
     }
   }

@@ -125,6 +125,7 @@ OfiTransport::~OfiTransport() { release(); }
 void OfiTransport::release() noexcept {
   // Closing the endpoint discards whatever is still posted; only then may the
   // Op records (and the buffers they point at) be forgotten.
+  InProvider watched(watchdog_.get());
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -187,6 +188,13 @@ void OfiTransport::open_endpoint() {
   if ((ret = fi_endpoint(domain_, info_.get(), &ep_, nullptr))) throw_fi("fi_endpoint", ret, provider_);
   if ((ret = fi_ep_bind(ep_, &av_->fid, 0))) throw_fi("fi_ep_bind(av)", ret, provider_);
   if ((ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV))) throw_fi("fi_ep_bind(cq)", ret, provider_);
+  if (is_shm()) {
+    // shm names its region after the process ("<pid>:0:0", /dev/shm): ranks
+    // that are threads of one process would share one region, and nobody
+    // could tell which files a dead rank left. Our own name fixes both.
+    std::string name = shm_region_name(static_cast<long>(::getpid()), rank_);
+    if ((ret = fi_setname(&ep_->fid, name.data(), name.size() + 1))) throw_fi("fi_setname", ret, provider_);
+  }
   if ((ret = fi_enable(ep_))) throw_fi("fi_enable", ret, provider_);
   std::size_t len = 0;
   fi_getname(&ep_->fid, nullptr, &len);  // -FI_ETOOSMALL, sets len
@@ -344,6 +352,7 @@ void OfiTransport::submit(Op* op) {
 
 ssize_t OfiTransport::post(Op* op) noexcept {
   const fi_addr_t addr = addrs_[static_cast<std::size_t>(op->peer)];
+  InProvider watched(watchdog_.get());
   switch (op->kind) {
     case Op::Kind::send:
     case Op::Kind::probe_send:
@@ -394,14 +403,23 @@ bool OfiTransport::poll_cq() {
   fi_cq_tagged_entry entries[16];
   bool changed = false;
   for (;;) {
-    const ssize_t n = fi_cq_read(cq_, entries, 16);
+    ssize_t n;
+    {
+      InProvider watched(watchdog_.get());
+      n = fi_cq_read(cq_, entries, 16);
+    }
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) on_success(static_cast<Op*>(entries[i].op_context), entries[i].len);
       changed = true;
       if (n < 16) break;
     } else if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_, &err, 0) > 0) {
+      ssize_t got;
+      {
+        InProvider watched(watchdog_.get());
+        got = fi_cq_readerr(cq_, &err, 0);
+      }
+      if (got > 0) {
         on_error(err);
         changed = true;
       }
@@ -572,7 +590,10 @@ void OfiTransport::cancel(Completion& c) noexcept {
     return fail(op, ErrorCode::aborted, describe(*op) + ": cancelled before the provider accepted it");
   }
   op->state = Op::State::cancelling;
-  fi_cancel(&ep_->fid, &op->ctx);
+  {
+    InProvider watched(watchdog_.get());
+    fi_cancel(&ep_->fid, &op->ctx);
+  }
   const auto bound = op->kind == Op::Kind::recv ? kCancelRecvBound : kCancelSendBound;
   if (poll_until_gone(c, bound)) return;
   // The provider keeps the operation (rxm cannot withdraw a send): detach the

@@ -21,10 +21,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -69,6 +73,58 @@ LinkInfo provider_link(const fi_info& info, bool same_host);
 bool offers_hmem(const std::string& provider);
 /// Usable tag bits by the provider's mem_tag_format.
 int tag_bits(const fi_info& info);
+/// The name of rank `rank`'s shm region (a file in /dev/shm) in process
+/// `pid`: "comm-ofi-<pid>-<rank>-<n>" (n counts the process's endpoints).
+std::string shm_region_name(long pid, int rank);
+
+/// Ends the process when its driving thread has been inside a provider call
+/// far longer than any call takes and cannot come back: libfabric 1.17's shm
+/// takes a process-shared spin lock in the peer's region for every send (and
+/// in its own to progress); a rank killed while holding one leaves every
+/// later taker spinning forever, and no thread stuck in a spin lock can be
+/// unwound. So after `stuck_after` inside one call, if `diagnose` names a
+/// dead same-host peer, or after `give_up_after` regardless (a frozen peer
+/// holding it), the reason is printed and the process exits with code 70:
+/// a way out the communicator cannot offer from inside the call.
+class ProviderWatchdog {
+ public:
+  ProviderWatchdog(std::function<std::string()> diagnose, int rank, std::chrono::milliseconds stuck_after,
+                   std::chrono::milliseconds give_up_after);
+  ~ProviderWatchdog();
+  ProviderWatchdog(const ProviderWatchdog&) = delete;
+  ProviderWatchdog& operator=(const ProviderWatchdog&) = delete;
+  /// Around every call into the provider (driving thread only; not nested).
+  void enter() noexcept;
+  void leave() noexcept { entered_ns_.store(0, std::memory_order_release); }
+
+ private:
+  void run();
+  std::function<std::string()> diagnose_;
+  int rank_;
+  std::chrono::milliseconds stuck_after_, give_up_after_;
+  std::atomic<std::int64_t> entered_ns_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+/// Marks one call into the provider for the watchdog (if any).
+class InProvider {
+ public:
+  explicit InProvider(ProviderWatchdog* w) noexcept : w_(w) {
+    if (w_) w_->enter();
+  }
+  ~InProvider() {
+    if (w_) w_->leave();
+  }
+  InProvider(const InProvider&) = delete;
+  InProvider& operator=(const InProvider&) = delete;
+
+ private:
+  ProviderWatchdog* w_;
+};
+
 /// True for errno values that mean the peer or the connection to it is gone.
 bool is_connection_error(int err) noexcept;
 
@@ -141,6 +197,11 @@ class OfiTransport final : public Transport {
   Op* new_op(Op::Kind kind, int peer, std::uint64_t tag, void* buf, std::size_t bytes, Completion* c);
   std::string describe(const Op& op) const;
 
+  // shm provider (ofi_shm.cpp)
+  void check_shm_use();
+  std::string dead_local_peers() const;
+  void remove_regions_of(int peer) noexcept;
+
   // failure detection (ofi_links.cpp)
   bool is_shm() const;
   bool blocking_wait_supported() const;
@@ -195,6 +256,7 @@ class OfiTransport final : public Transport {
   int first_dead_ = -1;                   // the first peer found dead: it fails every operation
   std::string broken_;                    // non-empty: the CQ itself failed; nothing can be posted
   Clock::time_point next_liveness_{};
+  std::unique_ptr<ProviderWatchdog> watchdog_;  // shm across processes only
 };
 
 }  // namespace ofi
