@@ -2,7 +2,7 @@
 # The test command of the README (and of CI). Installs what is missing, then:
 #   1. builds everything with warnings as errors and runs every ctest tier
 #      (unit, multi-process per transport, examples, the installed-package consumer);
-#   2. fault injection: ranks SIGKILLed at random points, on every transport;
+#   2. fault injection: ranks SIGKILLed at random points (start-up included), on every transport;
 #   3. the Conan recipe, offline, with its test_package;
 #   4. sanitizers (ASan+UBSan: unit and multi-process; TSan: threaded unit tests);
 #   5. fuzzing the store's frame parser and the COMM_ALGO parser.
@@ -24,7 +24,10 @@ if stage build; then
 fi
 if stage faults; then
   banner "fault injection"
-  bash tools/fault-loop.sh "${COMM_FAULT_RUNS:-20}" "$build"
+  bash tools/fault-loop.sh "${COMM_FAULT_RUNS:-8}" "$build"
+  # Kills at any moment, start-up included, 3-5 ranks, on every transport
+  # (the full campaign of issue 13 is: tools/kill-campaign.sh 30).
+  bash tools/kill-campaign.sh "${COMM_CAMPAIGN_RUNS:-3}" "$build"
 fi
 if stage conan; then
   banner "conan create (offline)"
