@@ -279,6 +279,16 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
              op.describe() + " on rank " + std::to_string(rank_) + " does not match " + *theirs +
                  "; every rank must make the same collective calls (collective, dtype, op and root) in the same order",
              &op);
+  // Another rank failed and said so, and this rank's transport has not
+  // noticed (Gloo misses some closed connections): the collective cannot
+  // complete.
+  else if (const auto f = stall_probe_->failure()) {
+    const int cause = f->culprit() == rank_ ? f->rank : f->culprit();
+    fail_all(f->code == ErrorCode::mismatch ? ErrorCode::mismatch : ErrorCode::peer_failed,
+             op.describe() + " failed because rank " + std::to_string(cause) + " failed" +
+                 (cause == f->rank ? "" : " (as rank " + std::to_string(f->rank) + " reports)") + ": " + f->message,
+             &op, cause);
+  }
 }
 
 // An operation failed because of `peer` (its connection closed, a message

@@ -146,6 +146,7 @@ struct StallProbe::State {
   std::atomic<bool> stop{false};
   mutable std::mutex mu;
   std::optional<std::string> mismatch;
+  std::optional<PeerFailure> failure;
 };
 
 StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
@@ -173,6 +174,11 @@ StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallN
               return;
             }
           }
+          if (auto f = newest_peer_failure(*store, rank)) {
+            std::lock_guard lk(s->mu);
+            s->failure = std::move(f);
+            return;
+          }
           std::this_thread::sleep_for(kPoll);
         }
       },
@@ -184,6 +190,11 @@ StallProbe::~StallProbe() { state_->stop.store(true, std::memory_order_release);
 std::optional<std::string> StallProbe::mismatch() const {
   std::lock_guard lk(state_->mu);
   return state_->mismatch;
+}
+
+std::optional<PeerFailure> StallProbe::failure() const {
+  std::lock_guard lk(state_->mu);
+  return state_->failure;
 }
 
 namespace {

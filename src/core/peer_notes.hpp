@@ -93,7 +93,9 @@ class StallProbe {
  public:
   // Publishes `mine` and what this rank waits for (collective `seq`, on
   // `peers`) under stall/<rank>, then reads stall/<p> of every rank in
-  // `peers` every 50 ms, looking for collective `seq` with another signature.
+  // `peers` every 50 ms, looking for collective `seq` with another signature,
+  // and for a failure any other rank published (a transport may not notice
+  // that a peer it waits on gave up: Gloo misses some closed connections).
   StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
              std::uint64_t seq, std::uint64_t signature);
   ~StallProbe();  // stops the probe (the thread ends by itself)
@@ -102,6 +104,8 @@ class StallProbe {
 
   // Non-blocking: the mismatch found so far, as "rank P's call: <description>".
   std::optional<std::string> mismatch() const;
+  // Non-blocking: a failure another rank published since the probe began.
+  std::optional<PeerFailure> failure() const;
 
  private:
   struct State;
