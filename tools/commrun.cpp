@@ -218,16 +218,18 @@ struct JobEnv {
   std::string exit_notes;  // COMM_EXIT_NOTES: where commrun records ranks that ended badly
 };
 
-// A rank that ends badly (non-zero exit, a signal) gets a note <dir>/<rank>
-// saying how, so that ranks still waiting for it during start-up name it at
-// once (core/watchful_store.cpp reads COMM_EXIT_NOTES), even when it died
-// before it ever reached the store.
+// A rank that ends badly (non-zero exit, a signal) gets a note <dir>/<rank>,
+// "<n> <how>" with n counting such ends from 1, so that ranks still waiting
+// for it during start-up name it at once (core/watchful_store.cpp reads
+// COMM_EXIT_NOTES), even when it died before it ever reached the store, and
+// blame the first to end rather than one that gave up after it.
 void write_exit_note(const std::string& dir, int rank, const std::string& what) {
+  static int ended = 0;
   if (dir.empty()) return;
   const std::string path = dir + "/" + std::to_string(rank), tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  write_all(fd, what);
+  write_all(fd, std::to_string(++ended) + " " + what);
   ::close(fd);
   ::rename(tmp.c_str(), path.c_str());  // readers never see half a note
 }

@@ -74,10 +74,16 @@ for t in $transports; do
     while [ $(( $(now_ms) - t_fork )) -lt "$delay" ]; do sleep 0.005; done
     [ -n "$pid" ] && kill -"$sig" "$pid" 2>/dev/null
     t_kill=$(now_ms)
+    # Until every survivor has exited (a frozen victim stays: it is killed then).
+    while others=$(cat "/proc/$job/task/$job/children" 2>/dev/null) &&
+          [ -n "$(echo $others | tr ' ' '\n' | grep -vx "$pid")" ]; do
+      sleep 0.02
+    done
+    t_end=$(now_ms)
+    [ "$sig" = STOP ] && [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
     wait "$job"
     rc=$?
-    secs=$(awk -v ms=$(( $(now_ms) - t_kill )) 'BEGIN {printf "%.3f", ms / 1000}')
-    [ "$sig" = STOP ] && [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+    secs=$(awk -v ms=$(( t_end - t_kill )) 'BEGIN {printf "%.3f", ms / 1000}')
     what="$t run $i: $n ranks, rank $victim ${sig}ed ${delay} ms after its fork"
     if [ $rc -eq 124 ]; then
       hangs=$((hangs + 1))

@@ -312,6 +312,7 @@ void CommunicatorImpl::fail_from_run(Operation& op) {
       message = op.describe() + " failed because rank " + std::to_string(cause) + " failed first" +
                 (cause == peer ? "" : " (as rank " + std::to_string(peer) + " reports)") + ": " + c.note.message;
       break;
+    case Culprit::Source::launcher:
     case Culprit::Source::lost:
       if (cause != peer)
         message = op.describe() + " failed because rank " + std::to_string(cause) + " died (" + c.reason + ")" + through;

@@ -3,8 +3,12 @@
 
 #include "bootstrap/store_keys.hpp"
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <fstream>
 #include <condition_variable>
 #include <sstream>
 #include <thread>
@@ -90,6 +94,26 @@ std::optional<PeerFailure> newest_peer_failure(Store& store, int self) {
   return parse_failure(store.get(failure_key(rank), 1s), rank);
 }
 
+std::vector<ExitNote> launcher_exit_notes() {
+  std::vector<ExitNote> notes;
+  const char* dir = std::getenv("COMM_EXIT_NOTES");
+  if (!dir || !*dir) return notes;
+  DIR* d = ::opendir(dir);
+  if (!d) return notes;
+  while (const dirent* e = ::readdir(d)) {
+    ExitNote n;
+    const std::string name = e->d_name;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), n.root_rank);
+    if (ec != std::errc{} || end != name.data() + name.size()) continue;  // ".", "..", "<rank>.tmp"
+    std::ifstream in(std::string(dir) + "/" + name);
+    if (!(in >> n.order) || !std::getline(in >> std::ws, n.what)) continue;
+    notes.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(notes.begin(), notes.end(), [](const ExitNote& a, const ExitNote& b) { return a.order < b.order; });
+  return notes;
+}
+
 Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
                      int self, int peer, std::chrono::milliseconds budget) {
   struct Shared {
@@ -113,6 +137,14 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
               c.rank = c.note.culprit();
               break;
             }
+            for (const ExitNote& n : launcher_exit_notes())
+              if (const int mine = comm_rank(n.root_rank); mine >= 0 && mine != self) {
+                c.source = Culprit::Source::launcher;
+                c.rank = mine;
+                c.reason = "the launcher reports that " + n.what;
+                break;
+              }
+            if (c.source == Culprit::Source::launcher) break;
             if (root && root->check(std::string(kLostRanksKey))) {
               for (int r : parse_lost_ranks(root->get(std::string(kLostRanksKey), 1s))) {
                 const int mine = comm_rank(r);

@@ -60,20 +60,31 @@ std::string failure_key(int rank);
 // failing must not take its note with it), short enough for a dead one.
 void publish_failure(std::shared_ptr<Store> store, int rank, ErrorCode code, const std::string& message, int cause,
                      std::chrono::milliseconds budget = std::chrono::milliseconds(500));
+// What the launcher says about ranks that ended badly (commrun writes
+// COMM_EXIT_NOTES/<rank>: "<n> <how>", n counting such ends from 1), in the
+// order they ended; empty without such a launcher.
+struct ExitNote {
+  int order = 0;
+  int root_rank = -1;  // in the job's numbering
+  std::string what;    // "rank 3 was killed by signal SIGKILL (9)"
+};
+std::vector<ExitNote> launcher_exit_notes();
+
 // Who is to blame for a failure this rank saw with `peer` (its connection
 // closed, a message to it failed), as far as the store can tell within
 // `budget` (the store may be frozen, so it is asked on a detached thread):
 //   note        `peer` published why it failed (and whom it blamed);
+//   launcher    the launcher saw `rank` end first (launcher_exit_notes);
 //   lost        the store server saw `rank` die (core/watchful_store.hpp);
 //   store_gone  the store cannot be reached: its host, `rank`, is gone;
 //   none        nothing known (then `peer` itself is the suspect).
 // `root`/`root_ranks`: the store holding the server's records and the
 // communicator's ranks as its clients (CommunicatorImpl::Lineage).
 struct Culprit {
-  enum class Source { none, note, lost, store_gone } source = Source::none;
+  enum class Source { none, note, launcher, lost, store_gone } source = Source::none;
   int rank = -1;
   PeerFailure note;    // source == note
-  std::string reason;  // source == lost: the server's record
+  std::string reason;  // source == launcher, lost, store_gone: what was seen
 };
 Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
                      int self, int peer, std::chrono::milliseconds budget);

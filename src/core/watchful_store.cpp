@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <cstdlib>
-#include <fstream>
 #include <charconv>
 #include <thread>
 
@@ -17,17 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// COMM_EXIT_NOTES (set by commrun): a directory where the launcher notes
-// every rank that ended badly, in the job's numbering (file <rank>: how).
-std::optional<std::string> exit_note(int root_rank) {
-  const char* dir = std::getenv("COMM_EXIT_NOTES");
-  if (!dir || !*dir) return std::nullopt;
-  std::ifstream in(std::string(dir) + "/" + std::to_string(root_rank));
-  std::string note;
-  if (!std::getline(in, note)) return std::nullopt;
-  return note;
-}
 
 // How long one slice of a wait lasts: the delay between a death and the
 // waiters noticing it, against a few extra store round trips per slice.
@@ -93,19 +80,38 @@ class WatchfulStore final : public Store {
     }
   }
 
-  // The launcher's exit notes, for the ranks whose keys are awaited: one that
-  // died before it ever reached the store is named at once too.
+  // The launcher's exit notes (peer_notes.hpp): when a rank whose key is
+  // awaited has ended, the wait is over, and the first rank of this
+  // communicator to end is the one to blame (the awaited one may only have
+  // given up after it). Also names a rank that died before it ever reached
+  // the store.
   void check_exit_notes(const char* what, const std::vector<std::string>& keys) {
+    const std::vector<ExitNote> notes = launcher_exit_notes();
+    if (notes.empty()) return;
+    const ExitNote* first = nullptr;
+    for (const ExitNote& n : notes)
+      if (!first && comm_rank(n.root_rank) >= 0 && comm_rank(n.root_rank) != rank_) first = &n;
     for (const auto& k : keys) {
       const auto r = key_rank(k);
-      if (!r || *r >= static_cast<int>(root_ranks_.size()) || *r == rank_) continue;
-      const auto note = exit_note(root_ranks_[static_cast<std::size_t>(*r)]);
-      if (!note || store_->check(k)) continue;
+      if (!first || !r || *r >= static_cast<int>(root_ranks_.size()) || *r == rank_) continue;
+      const int root = root_ranks_[static_cast<std::size_t>(*r)];
+      if (std::none_of(notes.begin(), notes.end(), [&](const ExitNote& n) { return n.root_rank == root; }) ||
+          store_->check(k))
+        continue;
+      const int cause = comm_rank(first->root_rank);
       throw PeerError(ErrorCode::peer_failed,
-                      std::string("store ") + what + " of " + list(keys) + ": rank " + std::to_string(*r) +
-                          " will not set '" + k + "': the launcher reports that " + *note,
-                      *r);
+                      std::string("store ") + what + " of " + list(keys) + ": the launcher reports that " +
+                          first->what +
+                          (cause == *r ? ""
+                                       : " (the first rank of this communicator to end; rank " + std::to_string(*r) +
+                                             ", whose key this waits for, ended after it)"),
+                      cause);
     }
+  }
+
+  int comm_rank(int root_rank) const {
+    const auto it = std::find(root_ranks_.begin(), root_ranks_.end(), root_rank);
+    return it == root_ranks_.end() ? -1 : static_cast<int>(it - root_ranks_.begin());
   }
 
   static std::string list(const std::vector<std::string>& keys) {
@@ -148,8 +154,11 @@ void linger_until_peers_failed(Store& store, Store* root, int rank, const std::v
   try {
     for (int r = 0; r < static_cast<int>(root_ranks.size()) && Clock::now() < deadline;) {
       const int root_rank = root_ranks[static_cast<std::size_t>(r)];
-      if (r == rank || store.check(failure_key(r)) || (root && root->check(lost_rank_key(root_rank))) ||
-          exit_note(root_rank)) {
+      const auto ended = [&] {
+        const auto notes = launcher_exit_notes();
+        return std::any_of(notes.begin(), notes.end(), [&](const ExitNote& n) { return n.root_rank == root_rank; });
+      };
+      if (r == rank || store.check(failure_key(r)) || (root && root->check(lost_rank_key(root_rank))) || ended()) {
         ++r;
         continue;
       }
