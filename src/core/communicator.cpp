@@ -93,22 +93,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   try {
     tuning = c->connect();
   } catch (const std::exception& e) {
-    // The others may be waiting for this rank's keys: tell them why it is
-    // not coming (they quote it), before the process may exit.
-    const auto* err = dynamic_cast<const Error*>(&e);
-    int cause = err ? cause_of(*err) : -1;
-    if (cause < 0 && err && !err->is_usage())  // a transport's error: did a peer die?
-      cause = find_culprit(c->store_, c->lineage_.root, c->lineage_.root_ranks, c->rank_, -1,
-                           std::chrono::milliseconds(300))
-                  .rank;
-    publish_failure(c->store_, c->rank_, err ? err->code() : ErrorCode::internal,
-                    std::string("creating the communicator failed: ") + e.what(), cause, std::chrono::seconds(1));
-    // The store lives in this process (store-client rank 0): keep it up
-    // until the others have read why, or they would blame its host.
-    if (c->lineage_.root_ranks[static_cast<std::size_t>(c->rank_)] == 0)
-      linger_until_peers_failed(*c->plain_store_, c->lineage_.root.get(), c->rank_, c->lineage_.root_ranks,
-                                std::chrono::seconds(2));
-    throw;
+    c->creation_failed(e);
   }
   register_live(c.get());
   c->log_choices(config.transport.empty() ? "chosen for this job" : "named in the configuration", tuning);
@@ -136,6 +121,35 @@ void CommunicatorImpl::log_choices(std::string_view transport_why, std::string_v
                           << first->detail << (first->detail.empty() ? "" : ")"));
   }
   COMM_INFO("tuning: " << tuning);
+}
+
+// Called from the handler of an exception `e` out of connect(); rethrows it,
+// or a PeerError naming the rank that died first when `e` (a transport's
+// error: "connection refused") does not.
+void CommunicatorImpl::creation_failed(const std::exception& e) {
+  const auto* err = dynamic_cast<const Error*>(&e);
+  int cause = err ? cause_of(*err) : -1;
+  std::string why;
+  if (cause < 0 && err && !err->is_usage()) {
+    const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, std::chrono::milliseconds(300));
+    if (c.rank >= 0 && c.rank != rank_) {
+      cause = c.rank;
+      why = c.source == Culprit::Source::note ? c.note.message : c.reason;
+    }
+  }
+  const std::string message =
+      why.empty() ? std::string(e.what())
+                  : std::string(e.what()) + "; the cause: rank " + std::to_string(cause) + " failed first (" + why + ")";
+  // The others may be waiting for this rank's keys: tell them why it is not
+  // coming (they quote it), before the process may exit.
+  publish_failure(store_, rank_, err ? err->code() : ErrorCode::internal,
+                  "creating the communicator failed: " + message, cause, std::chrono::seconds(1));
+  // The store lives in this process (store-client rank 0): keep it up until
+  // the others have read why, or they would blame its host.
+  if (lineage_.root_ranks[static_cast<std::size_t>(rank_)] == 0)
+    linger_until_peers_failed(*plain_store_, lineage_.root.get(), rank_, lineage_.root_ranks, std::chrono::seconds(2));
+  if (!why.empty()) throw PeerError(err->code(), message, cause);
+  throw;
 }
 
 // Everything of creation that meets the other ranks or may fail on one rank only.

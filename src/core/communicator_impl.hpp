@@ -73,6 +73,7 @@ class CommunicatorImpl {
  private:
   CommunicatorImpl() = default;
   std::string connect();  // returns where the link figures came from
+  [[noreturn]] void creation_failed(const std::exception& e);
   void create_engines();
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
