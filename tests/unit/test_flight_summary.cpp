@@ -64,6 +64,6 @@ TEST_CASE("flight summary: missing and truncated dumps") {
   const std::string s = commrun::summarize_flight_dumps(dumps);
   CAPTURE(s);
   CHECK(contains(s, "rank 0: allreduce #4 (ring) posted"));
-  CHECK(contains(s, "1 rank(s) sent no dump"));
+  CHECK(contains(s, "rank(s) 1 sent no dump"));
   CHECK(contains(commrun::summarize_flight_dumps({}), "no flight-recorder dumps arrived"));
 }

@@ -32,10 +32,14 @@ std::shared_ptr<comm::Store> server() {
   return comm::make_tcp_store(o);
 }
 
+// Every client of these tests claims a rank of one world of this size.
+constexpr int kWorld = 8;
+
 comm::TcpStoreOptions client_options(const comm::Store& server, int rank) {
   comm::TcpStoreOptions o;
   o.port = comm::tcp_store_port(server);
   o.rank = rank;
+  o.world_size = kWorld;
   o.connect_timeout = 5s;
   return o;
 }
@@ -61,8 +65,14 @@ void client_that_vanishes(const comm::Store& server, int rank, const std::string
     REQUIRE(comm::detail::recv_exact(fd.get(), reply.data(), reply.size(), deadline) == comm::detail::IoResult::ok);
     REQUIRE(reply[0] == static_cast<char>(wire::Status::ok));
   };
-  exchange(wire::Writer{}.u8(static_cast<std::uint8_t>(wire::Op::auth)).str("").u32(
-      rank >= 0 ? static_cast<std::uint32_t>(rank) + 1 : 0).finish());
+  const bool said = rank >= 0;
+  exchange(wire::Writer{}
+               .u8(static_cast<std::uint8_t>(wire::Op::auth))
+               .str("")
+               .u32(said ? static_cast<std::uint32_t>(rank) : wire::kNoRank)
+               .u32(said ? kWorld : 0)
+               .u64(0x5eed0000u + static_cast<std::uint64_t>(rank + 1))  // this client's instance
+               .finish());
   exchange(wire::Writer{}.u8(static_cast<std::uint8_t>(wire::Op::set)).str(key).str("1").finish());
 }
 
