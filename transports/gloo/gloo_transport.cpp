@@ -199,7 +199,10 @@ GlooTransport::GlooTransport(const TransportInit& init)
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = address;
-    device_ = gloo::transport::tcp::CreateDevice(attr);
+    {
+      const LoopPlacement away_from_this_thread;
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+    }
     context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     // Pairs copy the context timeout when connectFullMesh creates them.
     context_->setTimeout(timeout_);

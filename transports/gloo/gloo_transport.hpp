@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <sched.h>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -51,6 +52,25 @@ class SigpipeBlock {
   sigset_t pipe_;
   sigset_t old_;
   bool was_pending_ = false;
+};
+
+/// While alive, this thread is SCHED_BATCH (if it was SCHED_OTHER) and, if it
+/// is bound to some CPUs only, runs on the others, so that the thread it
+/// starts (Gloo's event loop, inside CreateDevice) inherits both: it never
+/// preempts, nor shares a CPU with, the user thread whose lock it spins on.
+/// The destructor restores this thread. See gloo_loop_placement.cpp for why.
+class LoopPlacement {
+ public:
+  LoopPlacement() noexcept;
+  ~LoopPlacement();
+  LoopPlacement(const LoopPlacement&) = delete;
+  LoopPlacement& operator=(const LoopPlacement&) = delete;
+
+ private:
+  cpu_set_t own_{};
+  int policy_ = SCHED_OTHER;
+  bool moved_ = false;
+  bool batch_ = false;
 };
 
 class GlooTransport;
