@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -31,6 +32,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -52,6 +55,8 @@ struct Options {
   double timeout_s = 0;
   double grace_s = 5;
   std::string host = "127.0.0.1";
+  std::string bind = "auto";  // core, none; auto = core when ranks <= cores
+  bool prefix = true;
   std::set<int> allow_fail;
   std::vector<std::string> program;  // program and its arguments
 };
@@ -85,6 +90,13 @@ Options parse_args(int argc, char** argv) {
              pos = comma + 1;
            }
          });
+  p.text("--bind", "core|none",
+         "core: rank r on the r-th core this process may use (all its hardware\n"
+         "threads), the default when ranks <= cores, as mpirun; none: the scheduler\n"
+         "places the ranks (the default when ranks > cores). COMM_LOG=info prints it",
+         o.bind);
+  bool no_prefix = false;
+  p.flag("--no-prefix", "print the ranks' lines as they are, without [r<rank>]", no_prefix);
   p.rest("program [args...]", program);
   p.parse_or_exit(argc, argv);
   if (o.nranks <= 0) p.fail("-n N (number of ranks) is required");
@@ -92,6 +104,9 @@ Options parse_args(int argc, char** argv) {
   if (!o.transport.empty() && !comm::util::is_plain_transport_name(o.transport))
     p.fail("--transport '" + o.transport + "' is not valid: expected " + std::string(comm::util::kTransportNameRule) +
            "; this build has: " + COMM_BUILT_TRANSPORTS);
+  if (o.bind != "auto" && o.bind != "core" && o.bind != "none")
+    p.fail("--bind '" + o.bind + "' is not valid: expected core or none");
+  o.prefix = !no_prefix;
   o.program = std::move(program);
   return o;
 }
@@ -170,8 +185,10 @@ struct Rank {
   Stream out, err;
 };
 
+bool g_prefix = true;  // --no-prefix clears it
+
 void emit(const Rank& r, Stream& s, bool at_eof) {
-  const std::string prefix = "[r" + std::to_string(r.index) + "] ";
+  const std::string prefix = g_prefix ? "[r" + std::to_string(r.index) + "] " : std::string();
   std::size_t start = 0;
   for (;;) {
     const std::size_t nl = s.buf.find('\n', start);
@@ -245,11 +262,78 @@ void remove_dir(const std::string& dir, const std::string& prefix) {
   ::rmdir(dir.c_str());
 }
 
+// ---- placement (--bind)
+
+// The cores this process may run on, each as the set of its hardware threads,
+// in the order of their first CPU. CPUs whose topology cannot be read count as
+// cores of their own.
+std::vector<cpu_set_t> allowed_cores() {
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+  std::map<std::pair<long, long>, std::size_t> index;  // (package, core) -> position
+  std::vector<cpu_set_t> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    long package = -1, core = -1;
+    std::ifstream(topo + "physical_package_id") >> package;
+    std::ifstream(topo + "core_id") >> core;
+    const auto key = core < 0 ? std::make_pair(-1L - cpu, -1L) : std::make_pair(package, core);
+    auto [it, fresh] = index.emplace(key, cores.size());
+    if (fresh) {
+      cores.emplace_back();
+      CPU_ZERO(&cores.back());
+    }
+    CPU_SET(cpu, &cores[it->second]);
+  }
+  return cores;
+}
+
+std::string cpu_list(const cpu_set_t& set) {
+  std::string s;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) s += (s.empty() ? "" : ",") + std::to_string(cpu);
+  return s;
+}
+
+bool log_info() {
+  const char* l = std::getenv("COMM_LOG");
+  const std::string_view v = l ? l : "";
+  return v == "info" || v == "debug" || v == "trace";
+}
+
+// Rank r's CPU set for --bind core (rank r -> core r), or an empty list when
+// the ranks stay unbound: --bind none, or more ranks than cores under auto.
+// Binding one rank per core keeps two spinning ranks off one core (they would
+// take turns per scheduler tick) and keeps each rank's cache warm.
+std::vector<cpu_set_t> plan_binding(const Options& o) {
+  std::vector<cpu_set_t> cores = allowed_cores();
+  const bool enough = static_cast<int>(cores.size()) >= o.nranks;
+  const bool bind = o.bind == "core" || (o.bind == "auto" && enough);
+  if (o.bind == "core" && !enough)
+    std::fprintf(stderr, "commrun: --bind core: %d ranks but %zu cores; ranks share cores round-robin\n",
+                 o.nranks, cores.size());
+  std::vector<cpu_set_t> plan;
+  for (int r = 0; bind && !cores.empty() && r < o.nranks; ++r) plan.push_back(cores[static_cast<std::size_t>(r) % cores.size()]);
+  if (log_info()) {
+    if (plan.empty())
+      std::fprintf(stderr, "commrun: ranks not bound (%s; %d ranks, %zu cores)\n",
+                   o.bind == "none" ? "--bind none" : "more ranks than cores", o.nranks, cores.size());
+    for (std::size_t r = 0; r < plan.size(); ++r)
+      std::fprintf(stderr, "commrun: rank %zu bound to CPU %s\n", r, cpu_list(plan[r]).c_str());
+  }
+  return plan;
+}
+
 // Runs in the forked child. If exec fails the child writes errno to
 // `status_w` (close-on-exec: the parent reads nothing once exec succeeded),
 // so that commrun, not each rank, reports it once.
-[[noreturn]] void exec_rank(const Options& o, int rank, const JobEnv& job, int out_w, int err_w, int status_w) {
+[[noreturn]] void exec_rank(const Options& o, int rank, const JobEnv& job, int out_w, int err_w, int status_w,
+                            const cpu_set_t* cpus) {
   ::setpgid(0, 0);
+  if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0)
+    std::fprintf(stderr, "commrun: rank %d: cannot bind to CPU %s: %s\n", rank, cpu_list(*cpus).c_str(),
+                 std::strerror(errno));
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
@@ -294,6 +378,7 @@ int exec_status(int status_r) {
 
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
+  g_prefix = o.prefix;
   const int port = pick_port(o.host);
   if (port < 0) return 1;
   const bool v6 = o.host.find(':') != std::string::npos;
@@ -329,6 +414,7 @@ int main(int argc, char** argv) {
   JobEnv job{store, token, dump_dir, {}, {}};
   char exits_tmpl[] = "/tmp/commrun-exits-XXXXXX";
   if (::mkdtemp(exits_tmpl)) job.exit_notes = exits_tmpl;
+  const std::vector<cpu_set_t> binding = plan_binding(o);
   std::vector<Rank> ranks(static_cast<std::size_t>(o.nranks));
   for (int r = 0; r < o.nranks; ++r) {
     Rank& rk = ranks[static_cast<std::size_t>(r)];
@@ -344,7 +430,8 @@ int main(int argc, char** argv) {
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, &old);
     const pid_t pid = ::fork();
-    if (pid == 0) exec_rank(o, r, job, out[1], err[1], status[1]);
+    if (pid == 0) exec_rank(o, r, job, out[1], err[1], status[1],
+                            binding.empty() ? nullptr : &binding[static_cast<std::size_t>(r)]);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
       std::perror("commrun: fork");

@@ -89,6 +89,39 @@ allow_fail)
   expect_in "$OUT" '^\[r0\] done 0$'
   expect_in "$OUT" '^\[r2\] done 2$'
   ;;
+bind)
+  # What each rank may run on, against this shell's own set (computed here).
+  mine=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  ncpu=$(nproc)
+  show='sed -n "s/^Cpus_allowed_list:[[:space:]]*/$COMM_RANK /p" /proc/self/status'
+  run -n 1 --bind none -- sh -c "$show"
+  expect_rc 0
+  expect_in "$OUT" "^\[r0\] 0 $mine\$"
+  run -n $((ncpu + 1)) -- sh -c "$show"
+  expect_rc 0
+  [ "$(grep -c " $mine\$" "$OUT")" -eq $((ncpu + 1)) ] || fail "more ranks than CPUs must stay unbound"
+  if [ "$ncpu" -ge 2 ]; then
+    COMM_LOG=info run -n 2 -- sh -c "$show"
+    expect_rc 0
+    expect_in "$ERR" "rank 0 bound to CPU"
+    expect_in "$ERR" "rank 1 bound to CPU"
+    a=$(sed -n 's/^\[r0\] 0 //p' "$OUT"); b=$(sed -n 's/^\[r1\] 1 //p' "$OUT")
+    [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && [ "$a" != "$mine" ] || fail "ranks not bound apart: '$a' '$b' (allowed '$mine')"
+    run -n 1 --bind core -- sh -c "$show"
+    expect_not_in "$OUT" " $mine\$"
+  fi
+  run -n 1 --bind sockets -- true
+  expect_rc 2
+  expect_in "$ERR" "--bind 'sockets' is not valid"
+  ;;
+no_prefix)
+  run -n 2 --no-prefix -- sh -c 'echo "out $COMM_RANK"; echo "err $COMM_RANK" >&2'
+  expect_rc 0
+  expect_in "$OUT" '^out 0$'
+  expect_in "$OUT" '^out 1$'
+  expect_in "$ERR" '^err 1$'
+  expect_not_in "$OUT" 'r0'
+  ;;
 missing_program)
   run -n 2 -- /nonexistent/program
   expect_rc 127
