@@ -26,7 +26,18 @@ constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
 // Polling this long before sleeping keeps the latency of a reply that is
 // already on its way (a few microseconds) off the sleep/wake path.
 constexpr auto kSpin = std::chrono::microseconds(20);
-constexpr auto kMaxBackoff = std::chrono::microseconds(50);
+// After this much polling every poll also yields: a peer that shares our core
+// (an unbound job, a loaded machine) can only answer once we let it run, and
+// a 20 µs lone spin made every hop cost 20 µs there (8 B all-reduce over shm,
+// two ranks on one core: 46 µs). A shm reply from another core takes ~1 µs.
+constexpr auto kSpinAlone = std::chrono::microseconds(2);
+// Without a wait object (shm) waits keep polling and yielding this long
+// before napping: a nap lasts at least the timer slack (50 µs) however short
+// it is asked to be, so napping early put 50-100 µs stalls into collectives
+// whose steps are a few µs apart (tree 83 µs, twoshot 8 µs at 8 B).
+constexpr auto kYieldSpin = std::chrono::microseconds(200);
+constexpr auto kMinNap = std::chrono::microseconds(50);
+constexpr auto kMaxNap = std::chrono::microseconds(500);
 constexpr auto kBacklogRetry = std::chrono::milliseconds(1);
 
 std::string fi_error_text(int err) { return fi_strerror(err < 0 ? -err : err); }
@@ -525,10 +536,13 @@ void OfiTransport::wait(Clock::time_point deadline) {
     }
     return true;
   };
-  const auto spin_end = std::min(deadline, Clock::now() + kSpin);
-  do {
+  const auto start = Clock::now();
+  const auto spin_end = std::min(deadline, start + (can_block_ ? kSpin : kYieldSpin));
+  for (auto now = start;; now = Clock::now()) {
     if (progress() || interrupted()) return;
-  } while (Clock::now() < spin_end);
+    if (now >= spin_end) break;
+    if (now - start >= kSpinAlone) ::sched_yield();
+  }
 
   if (can_block_) {
     fid* fids[] = {&cq_->fid};
@@ -555,20 +569,16 @@ void OfiTransport::wait(Clock::time_point deadline) {
     return;
   }
 
-  // No wait object: yield, then sleep in growing steps, polling in between.
-  auto step = std::chrono::microseconds(1);
-  for (int round = 0;; ++round) {
+  // No wait object: nap in growing steps, polling in between.
+  auto step = std::chrono::duration_cast<Clock::duration>(kMinNap);
+  for (;;) {
     const auto now = Clock::now();
     if (now >= deadline) return;
-    if (round < 8) {
-      ::sched_yield();
-    } else {
-      const auto nap = std::min<Clock::duration>(step, deadline - now);
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count();
-      timespec ts{0, static_cast<long>(ns)};
-      ::nanosleep(&ts, nullptr);
-      step = std::min(step * 2, kMaxBackoff);
-    }
+    const auto nap = std::min<Clock::duration>(step, deadline - now);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count();
+    timespec ts{0, static_cast<long>(ns)};
+    ::nanosleep(&ts, nullptr);
+    step = std::min<Clock::duration>(step * 2, kMaxNap);
     if (progress() || interrupted()) return;
   }
 }
