@@ -162,9 +162,11 @@ int main(int argc, char** argv) {
         const comm::LinkInfo l = world.link(0, p);
         if (l.alpha_us > slow.alpha_us) slow = l;
       }
-      const bool measured = slow.detail.find("calibrated") != std::string::npos;
+      // Measured now, or earlier and cached (see COMM_CALIBRATE in config.hpp).
+      const bool measured = slow.detail.find("calibrated") != std::string::npos ||
+                            slow.detail.find("from tuning file") != std::string::npos;
       fabric = {"calibrated", slow, comm::ComputeModel{}, "the links of this job",
-                measured ? "measured by the communicator at start-up (COMM_CALIBRATE=1); host compute model"
+                measured ? "measured by the communicator (at start-up, or cached from an earlier run); host compute model"
                          : "as the transport reports them (the communicator did not calibrate); host compute model"};
       if (world.rank() != 0) return 0;  // one table is enough
     } else {

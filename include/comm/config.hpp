@@ -31,8 +31,10 @@
 ///                     %r = rank, %% = %, e.g. "comm-%h-%p.log" (set_log_sink() beats both)
 ///   COMM_ALGO         selection override, e.g. "allreduce=direct:0-64K,ring:64K-;alltoall=pairwise"
 ///   COMM_CHUNK        pipeline chunk size in bytes (K/M suffixes), default 1M
-///   COMM_CALIBRATE    1 to measure alpha/beta per link kind at creation (default 0)
-///   COMM_TUNING_FILE  JSON tuning file: loaded if present; written after calibration
+///   COMM_CALIBRATE    0 to skip measuring the links, compute and native collectives at
+///                     creation (default 1: measured once per setup, then cached; see tuning)
+///   COMM_TUNING_FILE  JSON tuning file: used if present, written after calibration
+///                     (default: one per setup in $XDG_CACHE_HOME/comm or ~/.cache/comm)
 ///   COMM_CHECK        1 to check collective consistency across ranks before data moves
 ///   COMM_DEVICE       CUDA device ordinal (NCCL transport; default: local rank)
 ///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
@@ -75,7 +77,10 @@ struct COMM_API Config {
   std::string log_file;        ///< COMM_LOG_FILE pattern; "" = stderr
   std::string algo_override;
   std::size_t chunk_bytes = std::size_t{1} << 20;
-  bool calibrate = false;
+  /// Measure link, compute and native-collective figures at creation unless a
+  /// tuning file for this setup exists (then reuse it); false: tuning_file or
+  /// the transports' nominal figures.
+  bool calibrate = true;
   std::string tuning_file;
   bool check = false;
   int device = -1;

@@ -6,8 +6,7 @@
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
 #include "core/watchful_store.hpp"
-#include "select/calibration.hpp"
-#include "select/tuning_file.hpp"
+#include "select/tuning.hpp"
 #include "util/log.hpp"
 
 #include <algorithm>
@@ -167,24 +166,15 @@ std::string CommunicatorImpl::connect() {
 
   // Every rank learns every link so that all ranks select identically.
   LinkMatrix links = exchange_links(*transport_, *store_, config.timeout);
-  // Measured figures replace the transports' nominal ones: from a tuning file,
-  // or measured now (and then saved to the tuning file, if one is named).
+  // Measured figures replace the transports' nominal ones: calibrated now or
+  // reused from a tuning file (see select/tuning.hpp).
   ComputeParams compute = default_compute(caps);
-  std::string tuning = "nominal figures of the transport (no COMM_CALIBRATE, no COMM_TUNING_FILE)";
-  if (config.calibrate) {
-    calibrate_links(*transport_, *store_, rank_, size_, links, compute, config.timeout);
-    if (!config.tuning_file.empty() && rank_ == 0) save_tuning(config.tuning_file, links, compute);
-    tuning = "calibrated at creation" + (config.tuning_file.empty() ? "" : ", saved to " + config.tuning_file);
-  } else if (!config.tuning_file.empty()) {
-    tuning = load_tuning_agreed(config.tuning_file, *store_, rank_, links, compute, config.timeout)
-                 ? "tuning file " + config.tuning_file
-                 : "nominal figures (tuning file " + config.tuning_file + " does not exist)";
-  }
+  TuningOutcome tuned = tune_figures(*transport_, *store_, rank_, size_, config_, links, compute);
   create_engines();
   selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
-                                            std::move(overrides), transport_->native(),
-                                            schedule_engine_ != nullptr);
-  return tuning;
+                                         std::move(overrides), transport_->native(), schedule_engine_ != nullptr);
+  selector_->set_native_profile(std::move(tuned.native));
+  return tuned.source;
 }
 
 // Engines from what the transport offers: schedules run on the host executor

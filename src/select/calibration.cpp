@@ -1,25 +1,21 @@
 #include "select/calibration.hpp"
 #include "util/c_locale.hpp"
 
-#include "engine/progress.hpp"
-#include "engine/reduce_kernels.hpp"
+#include "select/calibration_measure.hpp"
 #include "util/log.hpp"
 
 #include <comm/error.hpp>
 #include <comm/types.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 namespace comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using calib::Clock;
 
 // Exchange sizes timed per link kind: a geometric ladder dense around the
 // rendezvous thresholds transports use (UCX tcp switches between 16 and 32
@@ -27,166 +23,187 @@ using Clock = std::chrono::steady_clock;
 // the messages large collectives send.
 constexpr std::size_t kLadder[] = {8, 1024, 4096, 8192, 16384, 24576, 32768, 65536, 262144, std::size_t{1} << 20};
 constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
+constexpr std::size_t kBigFrom = std::size_t{256} << 10;
+// The ladder is walked kRounds times, a few exchanges per size each time, so
+// a burst of load on a busy machine lands on a few samples of every size
+// rather than on all samples of one (which would bend the fitted line).
+constexpr int kRounds = 4;
+constexpr int kSmallPerRound = 6;
+constexpr int kBigPerRound = 3;
 constexpr int kWarmup = 16;
-constexpr int kSmallIters = 32;  // per ladder size up to 64 KiB
-constexpr int kLargeIters = 16;
-constexpr int kComputeIters = 40;
-// Two regimes, as a collective sees them: the ladder and the in-cache
-// compute rates reuse one buffer (a collective of a few MiB finds its data in
-// cache: UCX shm moves a cached 1 MiB chunk at 17-21 GB/s on the 2-core
-// development VM), and the large-data figures stream through many windows.
-// The large-data regime: 1 MiB pieces spread over 12 windows per buffer (36
-// MiB for a reduce's three buffers; 48 MiB for the two ranks' exchange
-// buffers), beyond the development VM's 32 MiB L3, so they come from memory
-// as a many-MiB collective's do. More windows cost first-touch time (32: +100
-// ms) without changing the rates measured.
+constexpr int kStreamIters = 8;
+constexpr int kOverlapIters = 6;
+constexpr int kComputeIters = 12;
+constexpr int kContentionWarmup = 4;
+constexpr int kContentionIters = 24;
+// The large-data regime: 1 MiB pieces spread over many windows, beyond the
+// development VM's 32 MiB L3, so they come from memory as a many-MiB
+// collective's do. Ranks sharing a host share the memory bus and the cache,
+// so with more of them each needs fewer windows (and less first-touch time).
 constexpr std::size_t kBigWindows = 12;
-constexpr int kBigWarmup = 2;
+constexpr std::size_t kMinBigWindows = 4;
 // Collective data size above which the large-data figures apply. On the
 // development VM (UCX shm, 2 ranks) all-reduce time per byte is flat up to 2
 // MiB and 1.5-1.9x higher from 8 MiB on, for every algorithm.
 constexpr std::size_t kCacheBytes = std::size_t{4} << 20;
+// Values published per link kind (see measure_kind).
+constexpr std::size_t kKindValues = 7;
 
-// The lower quartile: on a quiet machine it is within a few percent of the
-// median, and when other processes share the cores it still reflects what
-// the link can do rather than the scheduler (a tuning file outlives the job).
-double lower_quartile(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 4];
+std::uint64_t tag_of(std::size_t kind_index, std::uint64_t n) {
+  return kCalibrationTag | (static_cast<std::uint64_t>(kind_index) << 16) | n;
 }
 
-double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-// Drives `t` until every completion is done, through the communicator's own
-// progress loop (engine/progress.hpp), so the measured latency is the one
-// collectives see. poll_only: never sleep in t.wait() (warm-up; see exchange_us).
-void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clock::time_point deadline,
-              std::chrono::milliseconds timeout, bool poll_only) {
-  const auto done = [&] {
-    return std::none_of(cs.begin(), cs.end(), [](const Completion* c) { return c->is_pending(); });
-  };
-  const bool finished = detail::progress_until(
-      done, [&] { return t.progress(); },
-      [&](Clock::time_point until) {
-        if (!poll_only) t.wait(until);
-      },
-      deadline);
-  if (!finished) {
-    for (Completion* c : cs)
-      if (c->is_pending()) t.cancel(*c);
-    throw Error(ErrorCode::timeout, "calibration: no answer from rank " + std::to_string(peer) + " within " +
-                                        std::to_string(timeout.count()) +
-                                        " ms during the link exchange (is that rank alive and calibrating too?)");
-  }
-  for (const Completion* c : cs)
-    if (c->state.load(std::memory_order_acquire) == Completion::failed)
-      throw Error(c->code, "calibration exchange with rank " + std::to_string(peer) + ": " + c->message);
-}
-
-// Lower-quartile time (µs) of one exchange of `bytes` with `peer`: both
-// ranks post a receive and a send at once and wait for both, the step every
-// collective schedule is made of, so a link is timed as collectives use it
-// (both directions busy). A ping-pong would be the textbook measurement, but
-// it is bimodal on a blocking transport: UCX shm answers in 0.12 us or, for
-// whole runs, in 11.5 us per hop depending on how the two ranks' sleeps fall,
-// while the exchange is stable. The warm-up polls without sleeping: right
-// after creation two ranks that both sleep between messages can settle into
-// paying the transport's whole spin and a wake-up on every message (UCX shm:
-// 208 us per hop for tens of ms), which is not what a running job sees.
-double exchange_us(Transport& t, int peer, std::size_t bytes, std::size_t windows, int warmup, int iters,
-                   std::uint64_t tag, std::chrono::milliseconds timeout) {
-  std::vector<std::byte> out(bytes * windows, std::byte{0x5a}), in(bytes * windows);
-  std::vector<double> times;
-  times.reserve(static_cast<std::size_t>(iters));
-  const auto deadline = Clock::now() + timeout;
-  for (int i = 0; i < warmup + iters; ++i) {
-    Completion s, r;
-    const auto t0 = Clock::now();
-    const std::size_t at = static_cast<std::size_t>(i) % windows * bytes;
-    t.irecv(peer, tag, in.data() + at, bytes, r);
-    t.isend(peer, tag, out.data() + at, bytes, s);
-    wait_all(t, {&s, &r}, peer, deadline, timeout, i < warmup);
-    if (i >= warmup) times.push_back(micros(Clock::now() - t0));
-  }
-  return lower_quartile(std::move(times));
-}
-
-// Lower-quartile times (µs) of a reduce of `bytes` alone and of an exchange
-// of `bytes` with `peer` while the same reduce runs: whether the link's data
-// moves while this rank computes (a NIC, a peer's copy) or only through this
-// rank's CPU and progress calls (shared memory, loopback sockets).
-struct Overlap {
-  double reduce_us = 0;
-  double both_us = 0;
-};
-
-Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
-                   std::chrono::milliseconds timeout) {
-  std::vector<std::byte> out(bytes, std::byte{0x5a}), in(bytes);
-  const std::size_t count = bytes / sizeof(float);
-  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count, 0.0f);
-  std::vector<double> reduce, both;
-  const auto deadline = Clock::now() + timeout;
-  for (int i = 0; i < kBigWarmup + iters; ++i) {
-    auto t0 = Clock::now();
-    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
-    const double alone = micros(Clock::now() - t0);
-    Completion s, r;
-    t0 = Clock::now();
-    t.irecv(peer, tag, in.data(), bytes, r);
-    t.isend(peer, tag, out.data(), bytes, s);
-    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
-    wait_all(t, {&s, &r}, peer, deadline, timeout, false);
-    if (i >= kBigWarmup) {
-      reduce.push_back(alone);
-      both.push_back(micros(Clock::now() - t0));
+// Measures the link to `peer` (this rank and the peer both call it) and
+// returns {alpha, beta, threshold, extra, beta_large, receiver_copies, 8 B exchange}.
+std::vector<double> measure_kind(Transport& t, int peer, std::size_t kind_index, LinkKind kind,
+                                 std::chrono::milliseconds timeout) {
+  std::uint64_t n = 0;
+  const auto t0 = Clock::now();
+  calib::ExchangeBuffers small(kLargeBytes, 1);
+  calib::exchange_times(t, peer, peer, kLadder[0], small, 1, kWarmup, 0, tag_of(kind_index, n++), timeout);
+  std::vector<std::vector<double>> times(std::size(kLadder));
+  for (int round = 0; round < kRounds; ++round)
+    for (std::size_t i = 0; i < std::size(kLadder); ++i) {
+      const int iters = kLadder[i] >= kBigFrom ? kBigPerRound : kSmallPerRound;
+      const auto ts = calib::exchange_times(t, peer, peer, kLadder[i], small, 1, 0, iters, tag_of(kind_index, n++),
+                                            timeout);
+      times[i].insert(times[i].end(), ts.begin(), ts.end());
     }
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (std::size_t i = 0; i < std::size(kLadder); ++i) {
+    samples.emplace_back(kLadder[i], calib::robust_median(times[i]));
+    COMM_DEBUG("calibration: " << to_string(kind) << " exchange of " << kLadder[i] << " B: " << samples.back().second
+                               << " us");
   }
-  return {lower_quartile(std::move(reduce)), lower_quartile(std::move(both))};
+  const LinkFit fit = fit_link(samples);
+  const auto t1 = Clock::now();
+  calib::ExchangeBuffers big(kLargeBytes, kBigWindows);
+  const double streamed = calib::robust_median(calib::exchange_times(
+      t, peer, peer, kLargeBytes, big, kBigWindows, 2, kStreamIters, tag_of(kind_index, n++), timeout));
+  const double handshake = kLargeBytes > fit.rndv_threshold_bytes ? fit.rndv_extra_us : 0.0;
+  const double big_us = std::max(streamed - fit.alpha_us - handshake, 1e-3);
+  const double beta_large = std::min(static_cast<double>(kLargeBytes) / (big_us * 1e3), fit.beta_gbps);
+  const auto t2 = Clock::now();
+  // Overlapped, the pair costs about max(exchange, reduce); through our own CPU, their sum.
+  const calib::Overlap ov = calib::overlap_us(t, peer, kLargeBytes, kOverlapIters, tag_of(kind_index, n++), timeout);
+  const double exchange = samples.back().second;
+  const bool receiver_copies = ov.both_us > std::max(exchange, ov.reduce_us) + 0.5 * std::min(exchange, ov.reduce_us);
+  COMM_DEBUG("calibration: " << to_string(kind) << " 1 MiB exchange " << exchange << " us, reduce " << ov.reduce_us
+                             << " us, both at once " << ov.both_us << " us; took " << calib::micros(t1 - t0) / 1e3
+                             << " ms (ladder) + " << calib::micros(t2 - t1) / 1e3 << " ms (streamed) + "
+                             << calib::micros(Clock::now() - t2) / 1e3 << " ms (overlap)");
+  return {fit.alpha_us, fit.beta_gbps, static_cast<double>(fit.rndv_threshold_bytes), fit.rndv_extra_us, beta_large,
+          receiver_copies ? 1.0 : 0.0, samples.front().second};
 }
 
-struct Throughput {
-  double reduce_gbps = 0;
-  double copy_gbps = 0;
-};
-
-// Host f32 sum and memcpy of chunk-sized pieces, each run through a
-// different one of `windows` windows (1: in cache; kBigWindows: from memory);
-// lower quartile of the runs.
-Throughput measure_compute(std::size_t windows, int iters) {
-  const std::size_t count = kLargeBytes / sizeof(float);
-  std::vector<float> a(count * windows, 1.0f), b(count * windows, 2.0f), dst(count * windows, 0.0f);
-  std::vector<double> reduce_us, copy_us;
-  for (std::size_t i = 0; i < 1 + iters * windows; ++i) {
-    const std::size_t at = i % windows * count;
-    auto t0 = Clock::now();
-    kernels::reduce(dst.data() + at, a.data() + at, b.data() + at, count, DataType::f32, ReduceOp::sum);
-    auto t1 = Clock::now();
-    std::memcpy(a.data() + (at + count) % (count * windows), dst.data() + at, kLargeBytes);
-    auto t2 = Clock::now();
-    if (i > 0) {
-      reduce_us.push_back(micros(t1 - t0));
-      copy_us.push_back(micros(t2 - t1));
+void apply_kind(LinkMatrix& links, LinkKind kind, const std::vector<double>& v, int a, int b, int rank) {
+  const double alpha = v[0], beta = v[1], extra = v[3], beta_large = v[4];
+  // A double holds every threshold the ladder can produce exactly; "none" is the largest size_t.
+  const std::size_t threshold =
+      v[2] >= static_cast<double>(std::numeric_limits<std::size_t>::max()) ? std::numeric_limits<std::size_t>::max()
+                                                                           : static_cast<std::size_t>(v[2]);
+  // Far off the transport's own figures usually means busy cores, not a slow link.
+  const LinkInfo& nominal = links.at(a, b);
+  if (rank == 0 && (alpha > 20 * nominal.alpha_us || beta < nominal.beta_gbps / 20))
+    COMM_WARN("calibration: " << to_string(kind) << " link measured alpha " << alpha << " us, beta " << beta
+                              << " GB/s, far from the transport's " << nominal.alpha_us << " us, "
+                              << nominal.beta_gbps << " GB/s; are other processes busy on these cores?");
+  for (auto& link : links.links)
+    if (link.kind == kind) {
+      link.alpha_us = alpha;
+      link.beta_gbps = beta;
+      link.rndv_threshold_bytes = threshold;
+      link.rndv_extra_us = extra;
+      link.beta_large_gbps = beta_large;
+      link.receiver_copies = v[5] != 0;
+      if (link.detail.find("calibrated") == std::string::npos)
+        link.detail += link.detail.empty() ? "calibrated" : ", calibrated";
     }
+  COMM_INFO("calibration: " << to_string(kind) << " links alpha " << alpha << " us, beta " << beta << " GB/s, "
+                            << (threshold == std::numeric_limits<std::size_t>::max()
+                                    ? std::string("no rendezvous step")
+                                    : "rendezvous above " + std::to_string(threshold) + " B: +" +
+                                          std::to_string(extra) + " us")
+                            << ", large-data beta " << beta_large << " GB/s"
+                            << (v[5] != 0 ? ", moved by the receiver's CPU" : "") << " (ranks " << a << "-" << b
+                            << ")");
+}
+
+// The kind every ring link r -> r+1 has, or self if they differ.
+LinkKind ring_kind(const LinkMatrix& links) {
+  const LinkKind k = links.at(0, 1 % links.n).kind;
+  for (int r = 0; r < links.n; ++r)
+    if (links.at(r, (r + 1) % links.n).kind != k) return LinkKind::self;
+  return k;
+}
+
+// With every rank exchanging at once (a ring: send right, receive from the
+// left), what one small message costs beyond the pair measured alone. Where
+// ranks outnumber cores, spinning ranks take turns on a core and each message
+// waits for its peer to be scheduled: that wait is per message, so it joins
+// alpha. Collective over all ranks.
+void measure_contention(Transport& t, Store& store, int rank, int size, LinkMatrix& links, double pair_small_us,
+                        std::chrono::milliseconds timeout) {
+  const LinkKind kind = ring_kind(links);
+  if (size < 3 || kind == LinkKind::self) return;
+  calib::ExchangeBuffers buf(kLadder[0], 1);
+  auto times = calib::exchange_times(t, (rank + 1) % size, (rank + size - 1) % size, kLadder[0], buf, 1, 0,
+                                     kContentionWarmup + kContentionIters, tag_of(std::size(kAllLinkKinds), 0),
+                                     timeout);
+  times.erase(times.begin(), times.begin() + kContentionWarmup);
+  store.set("calibration/contention/" + std::to_string(rank), calib::encode({calib::robust_median(times)}));
+  std::vector<double> medians;
+  for (int r = 0; r < size; ++r) {
+    const std::string key = "calibration/contention/" + std::to_string(r);
+    medians.push_back(calib::decode(store.get(key, timeout), key, 1)[0]);
   }
-  const auto gbps = [](double us) { return static_cast<double>(kLargeBytes) / (std::max(us, 1e-3) * 1e3); };
-  return {gbps(lower_quartile(reduce_us)), gbps(lower_quartile(copy_us))};
+  const double all = calib::robust_median(medians);
+  const double extra = all - pair_small_us;
+  // Below this it is the ring's extra port traffic, not waiting for a core.
+  if (extra <= std::max(0.5, 0.25 * pair_small_us)) return;
+  for (auto& link : links.links)
+    if (link.kind == kind) link.alpha_us += extra;
+  COMM_INFO("calibration: with all " << size << " ranks exchanging at once a small message takes " << all
+                                     << " us instead of " << pair_small_us << " us (ranks outnumber cores?): "
+                                     << extra << " us added to every " << to_string(kind) << " link's alpha");
 }
 
-std::string encode(const std::vector<double>& values) {
-  std::ostringstream os = util::c_ostream();
-  os.precision(17);
-  for (double v : values) os << v << ' ';
-  return os.str();
+// Ranks whose link from `rank` is shared memory or self: those on this host.
+int ranks_here(const LinkMatrix& links, int rank) {
+  int n = 0;
+  for (int r = 0; r < links.n; ++r) n += links.at(rank, r).kind == LinkKind::self || links.at(rank, r).kind == LinkKind::shm;
+  return std::max(n, 1);
 }
 
-std::vector<double> decode(const std::string& text, const std::string& key, std::size_t n) {
-  std::istringstream is = util::c_istream(text);
-  std::vector<double> v(n);
-  for (double& x : v)
-    if (!(is >> x))
-      throw Error(ErrorCode::store_failure, "calibration: malformed value '" + text + "' at store key '" + key + "'");
-  return v;
+// Every rank measures at once (ranks on one host share cores and memory, as
+// in a collective); the slowest rank's figures are kept, because the
+// slowest rank finishes a collective last.
+void calibrate_compute(Store& store, int rank, int size, const LinkMatrix& links, ComputeParams& compute,
+                       std::chrono::milliseconds timeout) {
+  const std::size_t windows =
+      std::max(kMinBigWindows, kBigWindows / static_cast<std::size_t>(std::max(1, ranks_here(links, rank) / 2)));
+  const auto t0 = Clock::now();
+  const calib::Throughput mine = calib::measure_compute(kLargeBytes, 1, kComputeIters);
+  const calib::Throughput mine_large = calib::measure_compute(kLargeBytes, windows, 1);
+  store.set("calibration/compute/" + std::to_string(rank),
+            calib::encode({mine.reduce_gbps, mine.copy_gbps, mine_large.reduce_gbps, mine_large.copy_gbps}));
+  // Parsed values only (not `mine`), so every rank takes the min of identical numbers.
+  std::vector<double> slowest(4, std::numeric_limits<double>::infinity());
+  for (int r = 0; r < size; ++r) {
+    const std::string key = "calibration/compute/" + std::to_string(r);
+    const std::vector<double> v = calib::decode(store.get(key, timeout), key, 4);
+    for (std::size_t i = 0; i < 4; ++i) slowest[i] = std::min(slowest[i], v[i]);
+  }
+  compute.reduce_gbps = slowest[0];
+  compute.copy_gbps = slowest[1];
+  // Memory is never faster than cache; a noisy sample must not say otherwise.
+  compute.reduce_large_gbps = std::min(slowest[2], slowest[0]);
+  compute.copy_large_gbps = std::min(slowest[3], slowest[1]);
+  compute.cache_bytes = kCacheBytes;
+  COMM_DEBUG("calibration: compute took " << calib::micros(Clock::now() - t0) / 1e3 << " ms");
+  COMM_INFO("calibration: reduce " << compute.reduce_gbps << " GB/s (" << compute.reduce_large_gbps
+                                   << " from memory), copy " << compute.copy_gbps << " GB/s ("
+                                   << compute.copy_large_gbps << " from memory)");
 }
 
 }  // namespace
@@ -266,11 +283,13 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, Lin
                                          std::to_string(size));
   if (const TransportCaps caps = transport.caps(); caps.stream_ordered || !caps.host_memory)
     throw Error(ErrorCode::unsupported,
-                "COMM_CALIBRATE=1: transport '" + std::string(transport.name()) +
+                "calibration: transport '" + std::string(transport.name()) +
                     "' does not send host memory from the host (stream-ordered); calibration measures host "
-                    "transports only: unset COMM_CALIBRATE for it");
-  std::uint64_t phase = 0;
-  for (LinkKind kind : kAllLinkKinds) {
+                    "transports only: set COMM_CALIBRATE=0 for it");
+  double ring_pair_small_us = 0;
+  const LinkKind ring = size > 2 ? ring_kind(links) : LinkKind::self;
+  for (std::size_t k = 0; k < std::size(kAllLinkKinds); ++k) {
+    const LinkKind kind = kAllLinkKinds[k];
     if (kind == LinkKind::self) continue;
     int a = -1, b = -1;
     for (int i = 0; i < size && a < 0; ++i)
@@ -283,89 +302,17 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, Lin
     if (a < 0) continue;
     const std::string key = "calibration/link/" + std::string(to_string(kind));
     if (rank == a || rank == b) {
-      const int peer = rank == a ? b : a;
-      std::vector<std::pair<std::size_t, double>> samples;
-      for (const std::size_t bytes : kLadder) {
-        const bool big = bytes >= (std::size_t{256} << 10);
-        samples.emplace_back(bytes, exchange_us(transport, peer, bytes, 1, kWarmup,
-                                                big ? kLargeIters : kSmallIters, kCalibrationTag | phase++, timeout));
-      }
-      const LinkFit fit = fit_link(samples);
-      for (const auto& [bytes, us] : samples)
-        COMM_DEBUG("calibration: " << to_string(kind) << " exchange of " << bytes << " B: " << us << " us");
-      const double streamed = exchange_us(transport, peer, kLargeBytes, kBigWindows, kBigWarmup, kLargeIters,
-                                          kCalibrationTag | phase++, timeout);
-      const double handshake = kLargeBytes > fit.rndv_threshold_bytes ? fit.rndv_extra_us : 0.0;
-      const double big_us = std::max(streamed - fit.alpha_us - handshake, 1e-3);
-      const double beta_large = std::min(static_cast<double>(kLargeBytes) / (big_us * 1e3), fit.beta_gbps);
-      // Overlapped, the pair costs about max(exchange, reduce); through our own CPU, their sum.
-      const Overlap ov = overlap_us(transport, peer, kLargeBytes, kLargeIters, kCalibrationTag | phase++, timeout);
-      const double exchange = samples.back().second;
-      const bool receiver_copies = ov.both_us > std::max(exchange, ov.reduce_us) + 0.5 * std::min(exchange, ov.reduce_us);
-      COMM_DEBUG("calibration: " << to_string(kind) << " 1 MiB exchange " << exchange << " us, reduce " << ov.reduce_us
-                                 << " us, both at once " << ov.both_us << " us");
-      if (rank == a)
-        store.set(key, encode({fit.alpha_us, fit.beta_gbps, static_cast<double>(fit.rndv_threshold_bytes),
-                               fit.rndv_extra_us, beta_large, receiver_copies ? 1.0 : 0.0}));
-    } else {
-      phase += std::size(kLadder) + 2;
+      const std::vector<double> v = measure_kind(transport, rank == a ? b : a, k, kind, timeout);
+      if (rank == a) store.set(key, calib::encode(v));
     }
     // Everyone (the pair included) waits for the published result, which also
     // keeps the next kind's pair from starting while this one measures.
-    const std::vector<double> v = decode(store.get(key, timeout), key, 6);
-    const double alpha = v[0], beta = v[1], extra = v[3], beta_large = v[4];
-    // A double holds every threshold the ladder can produce exactly; "none" is the largest size_t.
-    const std::size_t threshold =
-        v[2] >= static_cast<double>(std::numeric_limits<std::size_t>::max()) ? std::numeric_limits<std::size_t>::max()
-                                                                             : static_cast<std::size_t>(v[2]);
-    // Far off the transport's own figures usually means busy cores, not a slow link.
-    const LinkInfo& nominal = links.at(a, b);
-    if (rank == 0 && (alpha > 20 * nominal.alpha_us || beta < nominal.beta_gbps / 20))
-      COMM_WARN("calibration: " << to_string(kind) << " link measured alpha " << alpha << " us, beta " << beta
-                                << " GB/s, far from the transport's " << nominal.alpha_us << " us, "
-                                << nominal.beta_gbps << " GB/s; are other processes busy on these cores?");
-    for (auto& link : links.links)
-      if (link.kind == kind) {
-        link.alpha_us = alpha;
-        link.beta_gbps = beta;
-        link.rndv_threshold_bytes = threshold;
-        link.rndv_extra_us = extra;
-        link.beta_large_gbps = beta_large;
-        link.receiver_copies = v[5] != 0;
-        if (link.detail.find("calibrated") == std::string::npos)
-          link.detail += link.detail.empty() ? "calibrated" : ", calibrated";
-      }
-    COMM_INFO("calibration: " << to_string(kind) << " links alpha " << alpha << " us, beta " << beta
-                              << " GB/s, "
-                              << (threshold == std::numeric_limits<std::size_t>::max()
-                                      ? std::string("no rendezvous step")
-                                      : "rendezvous above " + std::to_string(threshold) + " B: +" +
-                                            util::shortest(extra) + " us")
-                              << ", large-data beta " << beta_large << " GB/s"
-                              << (v[5] != 0 ? ", moved by the receiver's CPU" : "") << " (ranks " << a << "-" << b
-                              << ")");
+    const std::vector<double> v = calib::decode(store.get(key, timeout), key, kKindValues);
+    apply_kind(links, kind, v, a, b, rank);
+    if (kind == ring) ring_pair_small_us = v[6];
   }
-
-  const Throughput mine = measure_compute(1, kComputeIters);
-  const Throughput mine_large = measure_compute(kBigWindows, 1);
-  store.set("calibration/compute/" + std::to_string(rank),
-            encode({mine.reduce_gbps, mine.copy_gbps, mine_large.reduce_gbps, mine_large.copy_gbps}));
-  // Parsed values only (not `mine`), so every rank takes the min of identical numbers.
-  std::vector<double> slowest(4, std::numeric_limits<double>::infinity());
-  for (int r = 0; r < size; ++r) {
-    const std::string key = "calibration/compute/" + std::to_string(r);
-    const std::vector<double> v = decode(store.get(key, timeout), key, 4);
-    for (std::size_t i = 0; i < 4; ++i) slowest[i] = std::min(slowest[i], v[i]);
-  }
-  compute.reduce_gbps = slowest[0];
-  compute.copy_gbps = slowest[1];
-  // Memory is never faster than cache; a noisy sample must not say otherwise.
-  compute.reduce_large_gbps = std::min(slowest[2], slowest[0]);
-  compute.copy_large_gbps = std::min(slowest[3], slowest[1]);
-  compute.cache_bytes = kCacheBytes;
-  COMM_INFO("calibration: reduce " << compute.reduce_gbps << " GB/s (" << compute.reduce_large_gbps
-                                   << " from memory), copy " << compute.copy_gbps << " GB/s ("
-                                   << compute.copy_large_gbps << " from memory)");
+  measure_contention(transport, store, rank, size, links, ring_pair_small_us, timeout);
+  calibrate_compute(store, rank, size, links, compute, timeout);
 }
 
 }  // namespace comm

@@ -1,28 +1,32 @@
 #pragma once
-// Start-up calibration (Config::calibrate / COMM_CALIBRATE=1): replaces the
-// transports' nominal link figures and the default compute costs with
-// measurements of this machine, so the selector's cost model predicts what
-// will actually run.
+// Start-up calibration (on by default; Config::calibrate, COMM_CALIBRATE=0
+// turns it off): replaces the transports' nominal link figures and the
+// default compute costs with measurements of this machine, so the selector's
+// cost model predicts what will actually run. tuning.hpp decides when it runs
+// and caches the result.
 //
-// For each link kind present (self excluded) one pair of ranks — the first
-// pair (a < b) joined by that kind — exchanges messages of 8 B to 1 MiB over
+// For each link kind present (self excluded) one pair of ranks, the first
+// pair (a < b) joined by that kind, exchanges messages of 8 B to 1 MiB over
 // the communicator's transport (both ranks send and receive at once, as in a
-// collective's step) and fits the cost model's message time alpha + bytes /
-// beta, plus a rendezvous step (threshold and extra latency) where the times
-// jump (see fit_link; each time the lower quartile of the exchanges, robust
-// to a busy machine). 1 MiB exchanges spread over 24 MiB of buffers give the
-// large-data bandwidth (beta_large_gbps) and compute.cache_bytes is set to
-// where the development VM's collectives leave the cache (4 MiB). A 1 MiB
-// exchange run alongside a 1 MiB reduce tells whether the receiver's CPU
-// moves the data (receiver_copies: the two take about their sum, not their
-// maximum). Kinds are measured one after the other so pairs do not
-// disturb each other. Every rank also measures its host
+// collective's step). The ladder of sizes is walked four times, a few
+// exchanges per size each time, and each size's time is the median of its
+// samples inside Tukey's fences, so a burst of load on a busy machine costs a
+// few samples of every size instead of bending the fit. fit_link turns the
+// medians into alpha + bytes / beta plus a rendezvous step (threshold and
+// extra latency) where the times jump. 1 MiB exchanges spread over many MiB of
+// buffers give the large-data bandwidth (beta_large_gbps) and
+// compute.cache_bytes is set to where the development VM's collectives leave
+// the cache (4 MiB). A 1 MiB exchange run alongside a 1 MiB reduce tells
+// whether the receiver's CPU moves the data (receiver_copies). Kinds are
+// measured one after the other so pairs do not disturb each other. With three
+// or more ranks, every rank then exchanges with its ring neighbours at once:
+// what a small message costs beyond the pair alone (ranks outnumbering cores
+// take turns on a core) is added to alpha. Every rank also measures its host
 // reduce (f32 sum) and memcpy throughput, in cache and streaming from memory
-// (the *_large rates); the slowest rank's figures are kept,
+// (the *_large rates), all ranks at once; the slowest rank's figures are kept,
 // because the slowest rank finishes a collective last. All results travel
 // through the store, so every rank ends with identical values (ranks must
-// select identically). Costs about 100-150 ms with shared memory or TCP on
-// the development VM, half of it touching the large-data buffers.
+// select identically).
 
 #include "engine/tags.hpp"
 #include "select/cost_model.hpp"

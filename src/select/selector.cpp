@@ -89,11 +89,26 @@ algo::AlgoArgs Selector::model_args(Collective c, std::size_t bytes) const {
   return a;
 }
 
+void Selector::set_native_profile(NativeProfile profile) {
+  native_profile_ = std::move(profile);
+  for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
+}
+
+double Selector::predict_native(Collective c, std::string_view name, std::size_t bytes) const {
+  if (native_profile_.find(c, name)) {
+    // Past the cache the data streams from memory: the links' own slowdown.
+    const LinkInfo& l = links_.at(0, nranks_ > 1 ? 1 : 0);
+    const double slowdown = l.beta_large_gbps > 0 ? l.beta_gbps / l.beta_large_gbps : 1.0;
+    return native_profile_.predict(c, name, bytes, compute_.cache_bytes, slowdown);
+  }
+  return native_ ? native_->predict_us(c, name, bytes) : -1.0;
+}
+
 double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
   for (std::size_t i = 0; i < pc.names.size(); ++i) {
     if (pc.names[i] != name) continue;
-    if (!pc.ours[i]) return native_ ? native_->predict_us(c, name, bytes) : -1.0;
+    if (!pc.ours[i]) return predict_native(c, name, bytes);
     const auto args = model_args(c, bytes);
     if (pc.ours[i]->eligible && !pc.ours[i]->eligible(args)) return -1.0;
     return predict_us(*pc.ours[i], args, links_, compute_);
@@ -152,7 +167,7 @@ std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes)
     cc.predicted_us = predict(c, name, at);
     cc.chosen = name == chosen;
     if (cc.predicted_us < 0)
-      cc.note = is_native(c, name) ? "no cost model for this native algorithm: used only when named"
+      cc.note = is_native(c, name) ? "not measured (calibration off or not timed): used only when named"
                                    : "not eligible for this group size";
     else if (cc.chosen)
       cc.note = std::string("chosen by ") + source;

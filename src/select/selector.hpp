@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "select/cost_model.hpp"
+#include "select/native_profile.hpp"
 #include "select/override_parser.hpp"
 
 #include <comm/communicator.hpp>
@@ -49,6 +50,11 @@ class Selector {
     return bytes == 0 ? 0 : static_cast<int>(std::bit_width(bytes)) - 1;
   }
 
+  // Measured times of the native algorithms (calibration or tuning file):
+  // they predict those algorithms from now on, so the cost model can choose
+  // them. Clears the cached choices.
+  void set_native_profile(NativeProfile profile);
+
   const LinkMatrix& links() const { return links_; }
   const ComputeParams& compute() const { return compute_; }
 
@@ -61,6 +67,7 @@ class Selector {
   static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
   algo::AlgoArgs model_args(Collective c, std::size_t bytes) const;
   int evaluate(Collective c, std::size_t bytes) const;
+  double predict_native(Collective c, std::string_view name, std::size_t bytes) const;
   const OverrideRule* override_for(Collective c, std::size_t bytes) const;
 
   int nranks_;
@@ -69,6 +76,7 @@ class Selector {
   std::size_t chunk_bytes_;
   std::vector<OverrideRule> overrides_;
   NativeCollectives* native_;
+  NativeProfile native_profile_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;
   mutable std::vector<std::size_t> uniform_counts_, uniform_displs_;  // all_to_allv modelling
 };

@@ -81,15 +81,71 @@ std::optional<std::string> read_tuning_file(const std::string& path) {
 
 }  // namespace
 
-bool load_tuning(const std::string& path, LinkMatrix& links, ComputeParams& compute) {
+namespace {
+
+std::string string_at(const std::string& path, const json::Value& obj, std::string_view where, std::string_view key) {
+  const json::Value* v = obj.find(key);
+  if (!v) return {};
+  if (v->kind != json::Value::Kind::string)
+    bad_file(path, std::string(where) + "." + std::string(key) + " must be a string, not " +
+                       std::string(json::to_string(v->kind)));
+  return v->string;
+}
+
+// "native": {collective: {algorithm: [[bytes, us], ...]}}.
+NativeProfile read_native(const std::string& path, const json::Value& native) {
+  NativeProfile profile;
+  object_at(path, native, "native");
+  for (const auto& [coll_name, algos] : native.object) {
+    Collective coll{};
+    try {
+      coll = parse_collective(coll_name);
+    } catch (const Error& e) {
+      bad_file(path, "native: " + std::string(e.what()));
+    }
+    const std::string where = "native." + coll_name;
+    object_at(path, algos, where);
+    for (const auto& [algo, points] : algos.object) {
+      const std::string at = where + "." + algo;
+      if (points.kind != json::Value::Kind::array || points.array.empty())
+        bad_file(path, at + " must be a non-empty array of [bytes, microseconds] pairs");
+      std::vector<std::pair<std::size_t, double>> pts;
+      for (const auto& p : points.array) {
+        if (p.kind != json::Value::Kind::array || p.array.size() != 2 ||
+            p.array[0].kind != json::Value::Kind::number || p.array[1].kind != json::Value::Kind::number ||
+            p.array[0].number < 0 || p.array[1].number < 0)
+          bad_file(path, at + " holds an entry that is not a [bytes, microseconds] pair of non-negative numbers");
+        pts.emplace_back(static_cast<std::size_t>(p.array[0].number), p.array[1].number);
+      }
+      profile.set(coll, algo, std::move(pts));
+    }
+  }
+  return profile;
+}
+
+TuningExtras read_extras(const std::string& path, const json::Value& root) {
+  TuningExtras ex;
+  if (const json::Value* k = root.find("key")) {
+    object_at(path, *k, "key");
+    only_keys(path, *k, "key", {"id", "description"});
+    ex.key_id = string_at(path, *k, "key", "id");
+    ex.key_description = string_at(path, *k, "key", "description");
+  }
+  if (const json::Value* n = root.find("native")) ex.native = read_native(path, *n);
+  return ex;
+}
+
+}  // namespace
+
+bool load_tuning(const std::string& path, LinkMatrix& links, ComputeParams& compute, TuningExtras* extras) {
   const auto text = read_tuning_file(path);
   if (!text) return false;
-  apply_tuning(*text, path, links, compute);
+  apply_tuning(*text, path, links, compute, extras);
   return true;
 }
 
 bool load_tuning_agreed(const std::string& path, Store& store, int rank, LinkMatrix& links, ComputeParams& compute,
-                        std::chrono::milliseconds timeout) {
+                        std::chrono::milliseconds timeout, TuningExtras* extras) {
   const std::string key = "tuning_file/text";
   if (rank == 0) {
     std::string message;
@@ -109,11 +165,12 @@ bool load_tuning_agreed(const std::string& path, Store& store, int rank, LinkMat
   if (message.starts_with("error:")) throw Error(ErrorCode::invalid_config, message.substr(6));
   if (!message.starts_with("text:"))
     throw Error(ErrorCode::store_failure, "tuning file '" + origin + "': malformed value at store key '" + key + "'");
-  apply_tuning(message.substr(5), origin, links, compute);
+  apply_tuning(message.substr(5), origin, links, compute, extras);
   return true;
 }
 
-void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& links, ComputeParams& compute) {
+void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& links, ComputeParams& compute,
+                  TuningExtras* extras) {
   json::Value root;
   try {
     root = json::parse(text, "tuning file '" + path + "'");
@@ -122,11 +179,11 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
   }
 
   object_at(path, root, "the top level");
-  only_keys(path, root, "the top level", {"comm_tuning_version", "links", "compute"});
+  only_keys(path, root, "the top level", {"comm_tuning_version", "key", "links", "compute", "native"});
   const auto version = number_at(path, root, "$", "comm_tuning_version", 0);
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
   // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
-  if (*version != 1 && *version != kTuningFileVersion) {
+  if (*version != 1 && *version != 2 && *version != kTuningFileVersion) {
     bad_file(path, "comm_tuning_version " + json::number(*version) +
                        " is not supported (this build reads versions 1 to " + std::to_string(kTuningFileVersion) +
                        ")");
@@ -180,6 +237,8 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
     if (auto v = number_at(path, *cv, "compute", "copy_large_gbps", 0)) c.copy_large_gbps = *v;
   }
 
+  TuningExtras ex = read_extras(path, root);
+
   for (const auto& k : kinds)
     for (auto& link : links.links)
       if (link.kind == k.kind) {
@@ -194,6 +253,7 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
           link.detail += (link.detail.empty() ? "" : ", ") + std::string("from tuning file");
       }
   compute = c;
+  if (extras) *extras = std::move(ex);
 }
 
 namespace {
@@ -206,11 +266,31 @@ const LinkInfo* first_link_of(const LinkMatrix& links, LinkKind kind) {
   return nullptr;
 }
 
-std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute) {
+// "native": {collective: {algorithm: [[bytes, us], ...]}}
+void write_native(json::Writer& w, const NativeProfile& profile) {
+  w.key("native").begin_object();
+  for (Collective c : kAllCollectives) {
+    bool any = false;
+    for (const auto& curve : profile.curves) {
+      if (curve.collective != c) continue;
+      if (!any) w.key(to_string(c)).begin_object();
+      any = true;
+      w.key(curve.algorithm).begin_array();
+      for (const auto& [bytes, us] : curve.points) w.begin_array().value(bytes).value(us).end_array();
+      w.end_array();
+    }
+    if (any) w.end_object();
+  }
+  w.end_object();
+}
+
+std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute, const TuningExtras* extras) {
   // One line per link kind and for the compute figures: a file people read and edit.
   json::Writer w;
   w.set_break_depth(2);
   w.begin_object().member("comm_tuning_version", kTuningFileVersion);
+  if (extras && !extras->key_id.empty())
+    w.key("key").begin_object().member("id", extras->key_id).member("description", extras->key_description).end_object();
   w.key("links").begin_object();
   for (LinkKind kind : kAllLinkKinds) {
     const LinkInfo* l = kind == LinkKind::self ? nullptr : first_link_of(links, kind);
@@ -230,14 +310,17 @@ std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute) {
   w.member("cache_bytes", compute.cache_bytes);
   if (compute.reduce_large_gbps > 0) w.member("reduce_large_gbps", compute.reduce_large_gbps);
   if (compute.copy_large_gbps > 0) w.member("copy_large_gbps", compute.copy_large_gbps);
-  w.end_object().end_object();
+  w.end_object();
+  if (extras && !extras->native.curves.empty()) write_native(w, extras->native);
+  w.end_object();
   return w.str() + "\n";
 }
 
 }  // namespace
 
-void save_tuning(const std::string& path, const LinkMatrix& links, const ComputeParams& compute) {
-  const std::string text = tuning_json(links, compute);
+void save_tuning(const std::string& path, const LinkMatrix& links, const ComputeParams& compute,
+                 const TuningExtras* extras) {
+  const std::string text = tuning_json(links, compute, extras);
   // Rename makes the update atomic for concurrent readers (other jobs loading it).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {

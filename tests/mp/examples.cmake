@@ -65,7 +65,7 @@ add_test(NAME examples_swap_transports_checksums
   COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DPROGRAM=$<TARGET_FILE:swap_transports>
           -DTRANSPORTS=${checksum_transports} -P ${CMAKE_CURRENT_LIST_DIR}/examples_checksums.cmake)
 set_tests_properties(examples_swap_transports_checksums PROPERTIES LABELS "${checksum_labels}" TIMEOUT 240
-  ENVIRONMENT "UCX_TLS=shm;UCX_NET_DEVICES=lo;FI_TCP_IFACE=lo;FI_NET_IFACE=lo")
+  ENVIRONMENT "UCX_TLS=shm;UCX_NET_DEVICES=lo;FI_TCP_IFACE=lo;FI_NET_IFACE=lo;COMM_CALIBRATE=0")
 
 # The planner needs no communicator for its presets.
 add_test(NAME examples_shard_planner_nvswitch_reference COMMAND shard_planner --fabric nvswitch)

@@ -15,7 +15,10 @@
 
 namespace comm::test {
 
-inline void run_local(int nranks, const Config& base, const std::function<void(Communicator&)>& body) {
+// calibrate: keep base.calibrate (start-up calibration); otherwise it is off,
+// since unit tests measure semantics, not this machine.
+inline void run_local(int nranks, const Config& base, const std::function<void(Communicator&)>& body,
+                      bool calibrate = false) {
   auto store = make_memory_store();
   std::vector<std::thread> threads;
   std::mutex mu;
@@ -31,6 +34,7 @@ inline void run_local(int nranks, const Config& base, const std::function<void(C
         Config cfg = base;
         cfg.rank = r;
         cfg.world_size = nranks;
+        cfg.calibrate = calibrate && base.calibrate;
         Communicator c = Communicator::create(cfg, store);
         {
           std::lock_guard lk(mu);

@@ -71,7 +71,7 @@ TEST_CASE("from_env with nothing set gives the documented defaults") {
   CHECK(c.timeout == 300s);
   CHECK(c.log_level == comm::LogLevel::warn);
   CHECK(c.chunk_bytes == 1024 * 1024);
-  CHECK_FALSE(c.calibrate);
+  CHECK(c.calibrate);
   CHECK_FALSE(c.check);
   CHECK(c.device == -1);
   CHECK(c.flight_recorder_size == 256);
@@ -154,7 +154,7 @@ TEST_CASE("every other variable is read") {
   env.set("COMM_LOG", "DEBUG");
   env.set("COMM_ALGO", "allreduce=ring");
   env.set("COMM_CHUNK", "64K");
-  env.set("COMM_CALIBRATE", "1");
+  env.set("COMM_CALIBRATE", "0");
   env.set("COMM_TUNING_FILE", "/tmp/t.json");
   env.set("COMM_CHECK", "yes");
   env.set("COMM_DEVICE", "3");
@@ -169,7 +169,7 @@ TEST_CASE("every other variable is read") {
   CHECK(c.log_level == comm::LogLevel::debug);
   CHECK(c.algo_override == "allreduce=ring");
   CHECK(c.chunk_bytes == 65536);
-  CHECK(c.calibrate);
+  CHECK_FALSE(c.calibrate);
   CHECK(c.tuning_file == "/tmp/t.json");
   CHECK(c.check);
   CHECK(c.device == 3);

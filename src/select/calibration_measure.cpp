@@ -1,0 +1,142 @@
+#include "select/calibration_measure.hpp"
+#include "util/c_locale.hpp"
+
+#include "engine/progress.hpp"
+#include "engine/reduce_kernels.hpp"
+
+#include <comm/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace comm::calib {
+namespace {
+
+constexpr int kOverlapWarmup = 2;
+
+double at_fraction(const std::vector<double>& sorted, double f) {
+  const double pos = f * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+}  // namespace
+
+double robust_median(std::vector<double> v) {
+  if (v.empty()) throw Error(ErrorCode::internal, "calibration: a median of no samples");
+  std::sort(v.begin(), v.end());
+  const double q1 = at_fraction(v, 0.25), q3 = at_fraction(v, 0.75);
+  const double lo = q1 - 1.5 * (q3 - q1), hi = q3 + 1.5 * (q3 - q1);
+  std::vector<double> kept;
+  kept.reserve(v.size());
+  for (double x : v)
+    if (x >= lo && x <= hi) kept.push_back(x);
+  return at_fraction(kept.empty() ? v : kept, 0.5);
+}
+
+void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clock::time_point deadline,
+              std::chrono::milliseconds timeout, bool poll_only) {
+  const auto done = [&] {
+    return std::none_of(cs.begin(), cs.end(), [](const Completion* c) { return c->is_pending(); });
+  };
+  const bool finished = detail::progress_until(
+      done, [&] { return t.progress(); },
+      [&](Clock::time_point until) {
+        if (!poll_only) t.wait(until);
+      },
+      deadline);
+  if (!finished) {
+    for (Completion* c : cs)
+      if (c->is_pending()) t.cancel(*c);
+    throw Error(ErrorCode::timeout, "calibration: no answer from rank " + std::to_string(peer) + " within " +
+                                        std::to_string(timeout.count()) +
+                                        " ms during the link exchange (is that rank alive and calibrating too?)");
+  }
+  for (const Completion* c : cs)
+    if (c->state.load(std::memory_order_acquire) == Completion::failed)
+      throw Error(c->code, "calibration exchange with rank " + std::to_string(peer) + ": " + c->message);
+}
+
+std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t bytes, ExchangeBuffers& buffers,
+                                   std::size_t windows, int warmup, int iters, std::uint64_t tag,
+                                   std::chrono::milliseconds timeout) {
+  std::vector<double> times;
+  times.reserve(static_cast<std::size_t>(iters));
+  const auto deadline = Clock::now() + timeout;
+  for (int i = 0; i < warmup + iters; ++i) {
+    Completion s, r;
+    const std::size_t at = static_cast<std::size_t>(i) % windows * bytes;
+    const auto t0 = Clock::now();
+    t.irecv(from, tag, buffers.in.data() + at, bytes, r);
+    t.isend(to, tag, buffers.out.data() + at, bytes, s);
+    wait_all(t, {&s, &r}, from, deadline, timeout, i < warmup);
+    if (i >= warmup) times.push_back(micros(Clock::now() - t0));
+  }
+  return times;
+}
+
+Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
+                   std::chrono::milliseconds timeout) {
+  std::vector<std::byte> out(bytes, std::byte{0x5a}), in(bytes);
+  const std::size_t count = bytes / sizeof(float);
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count, 0.0f);
+  std::vector<double> reduce, both;
+  const auto deadline = Clock::now() + timeout;
+  for (int i = 0; i < kOverlapWarmup + iters; ++i) {
+    auto t0 = Clock::now();
+    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
+    const double alone = micros(Clock::now() - t0);
+    Completion s, r;
+    t0 = Clock::now();
+    t.irecv(peer, tag, in.data(), bytes, r);
+    t.isend(peer, tag, out.data(), bytes, s);
+    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
+    wait_all(t, {&s, &r}, peer, deadline, timeout, false);
+    if (i >= kOverlapWarmup) {
+      reduce.push_back(alone);
+      both.push_back(micros(Clock::now() - t0));
+    }
+  }
+  return {robust_median(std::move(reduce)), robust_median(std::move(both))};
+}
+
+Throughput measure_compute(std::size_t piece, std::size_t windows, int iters) {
+  const std::size_t count = piece / sizeof(float);
+  std::vector<float> a(count * windows, 1.0f), b(count * windows, 2.0f), dst(count * windows, 0.0f);
+  std::vector<double> reduce_us, copy_us;
+  const std::size_t runs = 1 + static_cast<std::size_t>(iters) * windows;
+  for (std::size_t i = 0; i < runs; ++i) {
+    const std::size_t at = i % windows * count;
+    auto t0 = Clock::now();
+    kernels::reduce(dst.data() + at, a.data() + at, b.data() + at, count, DataType::f32, ReduceOp::sum);
+    auto t1 = Clock::now();
+    std::memcpy(a.data() + (at + count) % (count * windows), dst.data() + at, piece);
+    auto t2 = Clock::now();
+    if (i > 0) {
+      reduce_us.push_back(micros(t1 - t0));
+      copy_us.push_back(micros(t2 - t1));
+    }
+  }
+  const auto gbps = [piece](double us) { return static_cast<double>(piece) / (std::max(us, 1e-3) * 1e3); };
+  return {gbps(robust_median(reduce_us)), gbps(robust_median(copy_us))};
+}
+
+std::string encode(const std::vector<double>& values) {
+  std::ostringstream os = util::c_ostream();  // the same text whatever the locale
+  os.precision(17);
+  for (double v : values) os << v << ' ';
+  return os.str();
+}
+
+std::vector<double> decode(const std::string& text, const std::string& key, std::size_t n) {
+  std::istringstream is = util::c_istream(text);
+  std::vector<double> v(n);
+  for (double& x : v)
+    if (!(is >> x))
+      throw Error(ErrorCode::store_failure, "calibration: malformed value '" + text + "' at store key '" + key + "'");
+  return v;
+}
+
+}  // namespace comm::calib

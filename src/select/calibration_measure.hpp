@@ -1,0 +1,74 @@
+#pragma once
+// Measurement primitives of start-up calibration (calibration.cpp,
+// calibration_native.cpp): robust statistics, the exchange every collective
+// step is made of, host compute rates, and passing numbers through the store.
+
+#include <comm/store.hpp>
+#include <comm/transport.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace comm::calib {
+
+using Clock = std::chrono::steady_clock;
+
+inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// The median of the samples inside Tukey's fences (1.5 interquartile ranges
+// beyond the quartiles): a preempted iteration on a busy machine is dropped
+// instead of dragging the figure, while a quiet machine's spread is kept.
+// `v` must not be empty.
+double robust_median(std::vector<double> v);
+
+// Drives `t` until every completion is done, through the communicator's own
+// progress loop (engine/progress.hpp), so the measured latency is the one
+// collectives see.
+// poll_only: never sleep in t.wait() (warm-up). Throws timeout naming `peer`.
+void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clock::time_point deadline,
+              std::chrono::milliseconds timeout, bool poll_only);
+
+// Times (µs) of `iters` exchanges of `bytes`: this rank receives from `from`
+// and sends to `to` at once and waits for both (from == to: both directions
+// of one link, the step every collective schedule is made of). Successive
+// exchanges use successive windows of `buffers` (bytes * windows each way),
+// so windows > 1 streams the data from memory. `warmup` untimed exchanges
+// poll without sleeping first: right after creation two ranks that both
+// sleep between messages can settle into a wake-up per message, which is not
+// what a running job sees.
+struct ExchangeBuffers {
+  std::vector<std::byte> out, in;
+  ExchangeBuffers(std::size_t bytes, std::size_t windows) : out(bytes * windows, std::byte{0x5a}), in(bytes * windows) {}
+};
+std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t bytes, ExchangeBuffers& buffers,
+                                   std::size_t windows, int warmup, int iters, std::uint64_t tag,
+                                   std::chrono::milliseconds timeout);
+
+// Robust-median times (µs) of a reduce of `bytes` alone and of an exchange
+// of `bytes` with `peer` while the same reduce runs: whether the link's data
+// moves while this rank computes (a NIC, a peer's copy) or only through this
+// rank's CPU and progress calls (shared memory, loopback sockets).
+struct Overlap {
+  double reduce_us = 0;
+  double both_us = 0;
+};
+Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
+                   std::chrono::milliseconds timeout);
+
+// Host f32 sum and memcpy of `piece`-byte pieces, each run through a
+// different one of `windows` windows (1: in cache; many: from memory).
+struct Throughput {
+  double reduce_gbps = 0;
+  double copy_gbps = 0;
+};
+Throughput measure_compute(std::size_t piece, std::size_t windows, int iters);
+
+// Numbers through the store (full precision, space separated).
+std::string encode(const std::vector<double>& values);
+std::vector<double> decode(const std::string& text, const std::string& key, std::size_t n);
+
+}  // namespace comm::calib

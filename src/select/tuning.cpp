@@ -1,0 +1,243 @@
+#include "select/tuning.hpp"
+
+#include "select/calibration.hpp"
+#include "select/tuning_file.hpp"
+#include "util/log.hpp"
+#include "util/sha256.hpp"
+
+#include <comm/error.hpp>
+
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#ifndef COMM_VERSION_TEXT
+#error "COMM_VERSION_TEXT (the project version) is set by CMakeLists.txt"
+#endif
+
+namespace comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Libraries whose version changes what calibration measures.
+constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",
+                                      "libmpi"};
+
+std::string first_line_with(const char* path, std::string_view prefix) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "?";
+}
+
+// path:size:mtime of every mapped library in kLibraries, sorted; with comm
+// linked statically, of the executable that contains it.
+std::string loaded_libraries() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> paths;
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    const std::string base = path.substr(path.rfind('/') + 1);
+    for (const char* lib : kLibraries)
+      if (base.rfind(lib, 0) == 0) paths.insert(path);
+  }
+  if (std::none_of(paths.begin(), paths.end(), [](const std::string& p) {
+        return p.find("/libcomm") != std::string::npos;
+      })) {
+    char exe[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) paths.insert(std::string(exe, static_cast<std::size_t>(n)));
+  }
+  std::string out;
+  for (const auto& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) continue;
+    out += p + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime) + ";";
+  }
+  return out;
+}
+
+std::string hex_id(const std::string& text) {
+  std::array<char, 64> buf{};
+  return std::string(detail::to_hex(detail::sha256(text), buf).substr(0, 16));
+}
+
+struct SetupKey {
+  std::string id;
+  std::string description;
+};
+
+// Every rank's fingerprint, the transport and its links, the world size.
+SetupKey agreed_key(Transport& transport, Store& store, int rank, int size, const LinkMatrix& links,
+                    std::chrono::milliseconds timeout) {
+  store.set("tuning/fingerprint/" + std::to_string(rank), local_fingerprint());
+  std::string text = "transport " + std::string(transport.name()) + "\nranks " + std::to_string(size) + "\n";
+  std::set<std::string> details;
+  for (const auto& l : links.links) details.insert(std::string(to_string(l.kind)) + " " + l.detail);
+  for (const auto& d : details) text += "link " + d + "\n";
+  std::set<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    const std::string fp = store.get("tuning/fingerprint/" + std::to_string(r), timeout);
+    text += "rank " + std::to_string(r) + " " + fp + "\n";
+    hosts.insert(fp.substr(0, fp.find('|')));
+  }
+  std::string host_list;
+  for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
+  const LinkInfo& l01 = links.at(0, size > 1 ? 1 : 0);
+  return {hex_id(text), "transport " + std::string(transport.name()) + " (" + l01.detail + "); " +
+                            std::to_string(size) + " ranks on " + host_list};
+}
+
+// mkdir -p; false if the directory cannot be made.
+bool make_dirs(const std::string& dir) {
+  for (std::size_t i = 1; i <= dir.size(); ++i)
+    if (i == dir.size() || dir[i] == '/') {
+      const std::string part = dir.substr(0, i);
+      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    }
+  return true;
+}
+
+// Rank 0 saves; every rank learns the outcome, so an error is thrown everywhere alike.
+void save_agreed(const std::string& path, bool explicit_file, Store& store, int rank, const LinkMatrix& links,
+                 const ComputeParams& compute, const TuningExtras& extras, std::chrono::milliseconds timeout) {
+  if (rank == 0) {
+    std::string result = "ok";
+    try {
+      if (!explicit_file) {
+        const std::string dir = path.substr(0, path.rfind('/'));
+        if (!make_dirs(dir))
+          throw Error(ErrorCode::invalid_config, "cannot create the tuning cache directory '" + dir +
+                                                     "': " + std::strerror(errno));
+      }
+      save_tuning(path, links, compute, &extras);
+    } catch (const Error& e) {
+      result = std::string("error:") + e.what();
+    }
+    store.set("tuning/saved", result);
+  }
+  const std::string result = store.get("tuning/saved", timeout);
+  if (result == "ok") return;
+  if (explicit_file) throw Error(ErrorCode::invalid_config, result.substr(6));
+  if (rank == 0) COMM_WARN("calibration: not cached (measured again next time): " << result.substr(6));
+}
+
+std::string describe_ms(Clock::time_point since) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+  return std::to_string(ms) + " ms";
+}
+
+// Rank 0 hosts the TCP store: it must not return (and perhaps exit) while
+// another rank still reads what it published.
+void finish_together(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+  store.set("tuning/finished/" + std::to_string(rank), "1");
+  if (rank != 0) return;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("tuning/finished/" + std::to_string(r));
+  store.wait(keys, timeout);
+}
+
+}  // namespace
+
+std::string default_tuning_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/comm";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/comm";
+  return {};
+}
+
+std::string local_fingerprint() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  cpu_set_t allowed;
+  const int may_use = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : -1;
+  std::ostringstream os;
+  os << host << "|comm " << COMM_VERSION_TEXT << "|cpu " << first_line_with("/proc/cpuinfo", "model name") << "|online "
+     << ::sysconf(_SC_NPROCESSORS_ONLN) << "|allowed " << may_use << "|libs " << loaded_libraries();
+  return os.str();
+}
+
+namespace {
+
+TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const Config& config, LinkMatrix& links,
+                   ComputeParams& compute) {
+  TuningOutcome out;
+  const bool explicit_file = !config.tuning_file.empty();
+  const TransportCaps caps = transport.caps();
+  const bool measurable = size > 1 && !caps.stream_ordered && caps.host_memory;
+  if (!config.calibrate || !measurable) {
+    TuningExtras ex;
+    if (explicit_file && load_tuning_agreed(config.tuning_file, store, rank, links, compute, config.timeout, &ex)) {
+      out.native = std::move(ex.native);
+      out.source = "tuning file " + config.tuning_file;
+    } else {
+      out.source = !config.calibrate ? "the transport's nominal figures (calibration off)"
+                   : size == 1       ? "the transport's nominal figures (one rank: nothing to calibrate)"
+                                     : "the transport's nominal figures (stream-ordered: not calibrated)";
+    }
+    return out;
+  }
+
+  const SetupKey key = agreed_key(transport, store, rank, size, links, config.timeout);
+  const std::string dir = explicit_file ? std::string() : default_tuning_dir();
+  const std::string path = explicit_file ? config.tuning_file : dir.empty() ? "" : dir + "/tuning-" + key.id + ".json";
+  if (!path.empty()) {
+    LinkMatrix loaded = links;
+    ComputeParams loaded_compute = compute;
+    TuningExtras ex;
+    bool found = false;
+    try {
+      found = load_tuning_agreed(path, store, rank, loaded, loaded_compute, config.timeout, &ex);
+    } catch (const Error& e) {
+      if (explicit_file) throw;
+      if (rank == 0) COMM_WARN("calibration: ignoring the cached tuning file: " << e.what());
+    }
+    if (found && (explicit_file || ex.key_id == key.id)) {
+      if (explicit_file && ex.key_id != key.id && rank == 0)
+        COMM_INFO("tuning file " << path << " was measured for "
+                                 << (ex.key_description.empty() ? "another setup" : ex.key_description)
+                                 << "; this job is " << key.description);
+      links = std::move(loaded);
+      compute = loaded_compute;
+      out.native = std::move(ex.native);
+      out.source = (explicit_file ? "tuning file " : "tuning cache ") + path;
+      return out;
+    }
+  }
+
+  const auto t0 = Clock::now();
+  calibrate_links(transport, store, rank, size, links, compute, config.timeout);
+  if (NativeCollectives* native = transport.native())
+    out.native = calibrate_native(*native, store, rank, size, config.timeout);
+  out.source = "calibrated at creation (" + describe_ms(t0) + ")";
+  if (!path.empty()) {
+    TuningExtras ex{key.id, key.description, out.native};
+    save_agreed(path, explicit_file, store, rank, links, compute, ex, config.timeout);
+    out.source += ", saved to " + path;
+  }
+  return out;
+}
+
+}  // namespace
+
+TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
+                           LinkMatrix& links, ComputeParams& compute) {
+  TuningOutcome out = tune(transport, store, rank, size, config, links, compute);
+  if (size > 1) finish_together(store, rank, size, config.timeout);
+  return out;
+}
+
+}  // namespace comm

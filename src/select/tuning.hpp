@@ -1,0 +1,59 @@
+#pragma once
+// Where a communicator's link and compute figures come from, decided once at
+// creation (collectively: every rank ends with identical figures).
+//
+//  - Config::calibrate (default on; COMM_CALIBRATE=0 turns it off): the
+//    figures are measured (calibration.hpp, and the transport's own
+//    collectives: calibrate_native) unless a tuning file for this exact setup
+//    exists, and the measurement is then saved there, so later runs skip it.
+//    The file is Config::tuning_file (COMM_TUNING_FILE) if given, else one per
+//    setup in the user's cache directory: $XDG_CACHE_HOME/comm, or
+//    ~/.cache/comm, named tuning-<id>.json. The id hashes what the figures
+//    depend on: every rank's host (name, CPU model, online CPUs, the CPUs it
+//    may run on), the transport and its links as described, the world size,
+//    and the shared libraries loaded for it (libcomm and the transport's
+//    library: path, size, modification time), so a rebuild, an upgrade, a
+//    different binding or a different host recalibrates.
+//  - A file named explicitly is always used as it is (it may come from
+//    another machine on purpose); a cached file is used only if its id
+//    matches, and an unreadable cached file is measured over.
+//  - Calibration off: the named tuning file if any, else the transports'
+//    nominal figures.
+// Single-rank groups and stream-ordered transports are not calibrated.
+
+#include "select/cost_model.hpp"
+#include "select/native_profile.hpp"
+
+#include <comm/config.hpp>
+#include <comm/store.hpp>
+#include <comm/transport.hpp>
+
+#include <string>
+
+namespace comm {
+
+struct TuningOutcome {
+  NativeProfile native;  ///< measured native collective times (may be empty)
+  std::string source;    ///< where the figures came from, for the log and comm-info
+};
+
+// Collective over all ranks of the communicator; `store` is its private store.
+// Overwrites `links` and `compute` with the figures chosen. Throws
+// invalid_config for a malformed or unwritable tuning file named in `config`,
+// timeout if a rank does not take part, or the transport's error.
+TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
+                           LinkMatrix& links, ComputeParams& compute);
+
+// The cache directory for tuning files ("" if neither XDG_CACHE_HOME nor HOME is set).
+std::string default_tuning_dir();
+
+// This rank's part of the setup key (host, binding, loaded libraries).
+std::string local_fingerprint();
+
+// Measures the transport's own collectives (all-reduce, every algorithm it
+// offers) at a ladder of sizes, every rank at once, each iteration between
+// native barriers; the slowest rank's median per size. Collective.
+NativeProfile calibrate_native(NativeCollectives& native, Store& store, int rank, int size,
+                               std::chrono::milliseconds timeout);
+
+}  // namespace comm

@@ -1,0 +1,87 @@
+# Start-up calibration across real processes, per transport (labels mp and
+# the transport): the first 2-rank job measures its setup and writes one
+# tuning file into a fresh cache directory; a second job of the same setup
+# reuses it without measuring; with COMM_CALIBRATE=0 nothing is read or
+# written. On gloo the file must also hold the measured curves of Gloo's own
+# all-reduce, and comm-bench's pred_us for `native` must come from them.
+#
+# Two modes, like bench.cmake: included, it registers the tests; run with
+# `cmake -P`, it is the test.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  foreach(var COMMRUN BENCH TRANSPORT CACHE)
+    if(NOT DEFINED ${var})
+      message(FATAL_ERROR "calibration.cmake: -D${var}=... is required")
+    endif()
+  endforeach()
+  file(REMOVE_RECURSE "${CACHE}")
+  set(ENV{XDG_CACHE_HOME} "${CACHE}")
+  set(ENV{COMM_LOG} info)
+  set(ENV{COMM_CALIBRATE} 1)
+  set(run "${COMMRUN}" -n 2 --timeout 100 -- "${BENCH}" --transport ${TRANSPORT} --algo all -b 64K -e 64K -n 3 -w 1
+          --quiet)
+  execute_process(COMMAND ${run} RESULT_VARIABLE rc OUTPUT_VARIABLE out1 ERROR_VARIABLE err1)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "first job failed (${rc}):\n${out1}\n${err1}")
+  endif()
+  if(NOT err1 MATCHES "figures: calibrated at creation \\(([0-9.]+) ms\\), saved to ${CACHE}/comm/tuning-[0-9a-f]+\\.json")
+    message(FATAL_ERROR "the first job did not calibrate and cache:\n${err1}")
+  endif()
+  set(ms ${CMAKE_MATCH_1})
+  file(GLOB files "${CACHE}/comm/tuning-*.json")
+  list(LENGTH files nfiles)
+  if(NOT nfiles EQUAL 1)
+    message(FATAL_ERROR "expected one tuning file in ${CACHE}/comm, found ${nfiles}: ${files}")
+  endif()
+  file(READ "${files}" text)
+  string(JSON version GET "${text}" comm_tuning_version)
+  string(JSON id GET "${text}" key id)
+  if(NOT version EQUAL 3 OR NOT files MATCHES "tuning-${id}\\.json$")
+    message(FATAL_ERROR "the tuning file is not version 3 named by its key id:\n${text}")
+  endif()
+  if(TRANSPORT STREQUAL "gloo")
+    string(JSON points ERROR_VARIABLE no_native LENGTH "${text}" native allreduce native)
+    if(no_native OR points LESS 3)
+      message(FATAL_ERROR "no measured curve of Gloo's own all-reduce in the tuning file:\n${text}")
+    endif()
+    # comm-bench's native row must carry a prediction (pred_us not '-').
+    if(NOT out1 MATCHES "\\[r0\\] +65536 +16384 +f32 +sum +- +native +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +[0-9.]+")
+      message(FATAL_ERROR "the native algorithm has no prediction after calibration:\n${out1}")
+    endif()
+  endif()
+
+  execute_process(COMMAND ${run} RESULT_VARIABLE rc OUTPUT_VARIABLE out2 ERROR_VARIABLE err2)
+  if(NOT rc EQUAL 0 OR NOT err2 MATCHES "figures: tuning cache ${CACHE}/comm/tuning-${id}\\.json")
+    message(FATAL_ERROR "the second job did not reuse the cached figures (${rc}):\n${err2}")
+  endif()
+  if(err2 MATCHES "calibration:")
+    message(FATAL_ERROR "the second job measured again:\n${err2}")
+  endif()
+
+  set(ENV{COMM_CALIBRATE} 0)
+  file(REMOVE_RECURSE "${CACHE}")
+  execute_process(COMMAND ${run} RESULT_VARIABLE rc OUTPUT_VARIABLE out3 ERROR_VARIABLE err3)
+  if(NOT rc EQUAL 0 OR NOT err3 MATCHES "nominal figures \\(calibration off\\)" OR EXISTS "${CACHE}/comm")
+    message(FATAL_ERROR "COMM_CALIBRATE=0 still calibrated or cached (${rc}):\n${err3}")
+  endif()
+  message(STATUS "calibration on ${TRANSPORT}: measured in ${ms} ms, cached as tuning-${id}.json, reused")
+  file(REMOVE_RECURSE "${CACHE}")
+  return()
+endif()
+
+if(NOT TARGET comm-bench)
+  return()
+endif()
+set(COMM_CALIB_ENV_ucx UCX_TLS=shm)
+set(COMM_CALIB_ENV_ofi FI_PROVIDER=shm COMM_OFI_PROVIDER=shm)
+set(COMM_CALIB_ENV_gloo COMM_IFACE=127.0.0.1)
+foreach(t ucx ofi gloo)
+  if(NOT t IN_LIST COMM_ENABLED_TRANSPORTS)
+    continue()
+  endif()
+  add_test(NAME mp_calibration_cached_${t}
+    COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DBENCH=$<TARGET_FILE:comm-bench> -DTRANSPORT=${t}
+            -DCACHE=${CMAKE_CURRENT_BINARY_DIR}/calibration-cache-${t} -P ${CMAKE_CURRENT_LIST_FILE})
+  set_tests_properties(mp_calibration_cached_${t} PROPERTIES LABELS "mp;${t}" TIMEOUT 120
+                       ENVIRONMENT "${COMM_CALIB_ENV_${t}}")
+endforeach()

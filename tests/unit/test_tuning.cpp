@@ -1,0 +1,203 @@
+// Where a communicator's figures come from: start-up calibration, the
+// per-setup tuning cache, an explicit tuning file, and the measured curves of
+// native collectives (select/tuning.hpp, select/native_profile.hpp).
+#include "select/tuning.hpp"
+#include "select/tuning_file.hpp"
+
+#include <comm/comm.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <dirent.h>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace comm;
+
+namespace {
+
+LinkMatrix nominal(int n) {
+  LinkMatrix m;
+  m.n = n;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0, 1, "self"} : LinkInfo{LinkKind::shm, 100, 0.001, "local"});
+  return m;
+}
+
+struct RankResult {
+  LinkMatrix links;
+  ComputeParams compute;
+  TuningOutcome outcome;
+};
+
+// tune_figures on n threads over the local transport, as creation runs it.
+std::vector<RankResult> tune(int n, const Config& base) {
+  auto store = make_memory_store();
+  std::vector<RankResult> out(static_cast<std::size_t>(n));
+  std::exception_ptr error;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Config cfg = base;
+        cfg.rank = r;
+        cfg.world_size = n;
+        auto t = create_transport("local", {r, n, store, &cfg});
+        RankResult& mine = out[static_cast<std::size_t>(r)];
+        mine.links = nominal(n);
+        mine.outcome = tune_figures(*t, *store, r, n, cfg, mine.links, mine.compute);
+        // Keep this rank's transport until every rank is done with it, as a communicator would.
+        store->add("done", 1);
+        while (store->add("done", 0) < n) std::this_thread::yield();
+      } catch (...) {
+        std::lock_guard lk(mu);
+        if (!error) error = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+// A private XDG_CACHE_HOME for the duration of a test.
+struct TempCache {
+  std::string root;
+  std::string old;
+  bool had_old = false;
+  TempCache() {
+    char tmpl[] = "/tmp/comm-tuning-test-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    if (const char* o = std::getenv("XDG_CACHE_HOME")) {
+      had_old = true;
+      old = o;
+    }
+    ::setenv("XDG_CACHE_HOME", root.c_str(), 1);
+  }
+  ~TempCache() {
+    if (had_old) ::setenv("XDG_CACHE_HOME", old.c_str(), 1);
+    else ::unsetenv("XDG_CACHE_HOME");
+    for (const auto& f : files_in(root + "/comm")) std::remove((root + "/comm/" + f).c_str());
+    ::rmdir((root + "/comm").c_str());
+    ::rmdir(root.c_str());
+  }
+  std::string dir() const { return root + "/comm"; }
+};
+
+}  // namespace
+
+TEST_CASE("a native curve interpolates between measured sizes and extends past them") {
+  NativeProfile p;
+  CHECK(p.predict(Collective::allreduce, "native", 64) < 0);  // no curve: no prediction
+  p.set(Collective::allreduce, "native", {{1 << 20, 1000.0}, {8, 100.0}, {4096, 140.0}});  // sorted on set
+  CHECK(p.predict(Collective::allreduce, "native", 1) == 100.0);
+  CHECK(p.predict(Collective::allreduce, "native", 4096) == 140.0);
+  CHECK(p.predict(Collective::allreduce, "native", 2052) == doctest::Approx(120.0));
+  CHECK(p.predict(Collective::allreduce, "native_bcube", 64) < 0);
+  CHECK(p.predict(Collective::broadcast, "native", 64) < 0);
+  const double slope = (1000.0 - 140.0) / ((1 << 20) - 4096);
+  CHECK(p.predict(Collective::allreduce, "native", 2 << 20) == doctest::Approx(1000.0 + slope * (1 << 20)));
+  // Past the cache the extension is slowed down by the given factor.
+  CHECK(p.predict(Collective::allreduce, "native", 4 << 20, 2 << 20, 3.0) ==
+        doctest::Approx(1000.0 + slope * ((1 << 20) + 3.0 * (2 << 20))));
+}
+
+TEST_CASE("tuning file version 3 keeps the key and the native curves") {
+  char tmpl[] = "/tmp/comm-tuning-v3-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ::close(fd);
+  const std::string path = tmpl;
+  TuningExtras ex;
+  ex.key_id = "0123456789abcdef";
+  ex.key_description = "transport gloo; 2 ranks";
+  ex.native.set(Collective::allreduce, "native", {{8, 150.5}, {4096, 200.25}});
+  ex.native.set(Collective::allreduce, "native_bcube", {{8, 170}});
+  save_tuning(path, nominal(2), ComputeParams{}, &ex);
+  LinkMatrix m = nominal(2);
+  ComputeParams c;
+  TuningExtras back;
+  REQUIRE(load_tuning(path, m, c, &back));
+  CHECK(back.key_id == ex.key_id);
+  CHECK(back.key_description == ex.key_description);
+  REQUIRE(back.native.curves.size() == 2);
+  CHECK(back.native.predict(Collective::allreduce, "native", 4096) == 200.25);
+  CHECK(back.native.predict(Collective::allreduce, "native_bcube", 8) == 170);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("calibration runs once per setup, is cached, and is reused by later communicators") {
+  TempCache cache;
+  Config cfg;  // calibrate is on by default
+  REQUIRE(cfg.calibrate);
+  const auto first = tune(2, cfg);
+  CHECK(first[0].outcome.source.find("calibrated at creation") == 0);
+  const auto files = files_in(cache.dir());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].rfind("tuning-", 0) == 0);
+  CHECK(first[0].links.at(0, 1).alpha_us < 100);  // measured, not the nominal 100 us
+  for (const auto& r : first) {  // every rank ends with the same figures
+    CHECK(r.links.at(0, 1).alpha_us == first[0].links.at(0, 1).alpha_us);
+    CHECK(r.compute.reduce_gbps == first[0].compute.reduce_gbps);
+  }
+
+  const auto second = tune(2, cfg);
+  CHECK(second[0].outcome.source == "tuning cache " + cache.dir() + "/" + files[0]);
+  CHECK(second[1].outcome.source == second[0].outcome.source);
+  CHECK(second[0].links.at(0, 1).alpha_us == doctest::Approx(first[0].links.at(0, 1).alpha_us).epsilon(1e-5));
+  CHECK(second[1].compute.copy_gbps == doctest::Approx(first[0].compute.copy_gbps).epsilon(1e-5));
+
+  // Another world shape is another setup: measured and cached separately.
+  const auto three = tune(3, cfg);
+  CHECK(three[0].outcome.source.find("calibrated at creation") == 0);
+  CHECK(files_in(cache.dir()).size() == 2);
+
+  // Calibration off: the nominal figures, nothing read.
+  Config off = cfg;
+  off.calibrate = false;
+  const auto nominal_run = tune(2, off);
+  CHECK(nominal_run[0].links.at(0, 1).alpha_us == 100);
+  CHECK(nominal_run[0].outcome.source.find("calibration off") != std::string::npos);
+}
+
+TEST_CASE("an explicit tuning file is written once and then used as it is") {
+  TempCache cache;
+  Config cfg;
+  cfg.tuning_file = cache.root + "/explicit.json";
+  const auto first = tune(2, cfg);
+  CHECK(first[0].outcome.source.find("saved to " + cfg.tuning_file) != std::string::npos);
+  CHECK(files_in(cache.dir()).empty());  // the cache is not touched
+  const auto again = tune(2, cfg);
+  CHECK(again[0].outcome.source == "tuning file " + cfg.tuning_file);
+  // With calibration off the named file still applies.
+  cfg.calibrate = false;
+  const auto off = tune(2, cfg);
+  CHECK(off[0].outcome.source == "tuning file " + cfg.tuning_file);
+  CHECK(off[0].links.at(0, 1).alpha_us == doctest::Approx(first[0].links.at(0, 1).alpha_us).epsilon(1e-5));
+  std::remove(cfg.tuning_file.c_str());
+}
+
+TEST_CASE("the setup fingerprint names the host and the loaded libraries") {
+  const std::string fp = local_fingerprint();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  CHECK(fp.rfind(host, 0) == 0);
+  CHECK(fp.find("|comm ") != std::string::npos);
+  CHECK(fp.find("|libs /") != std::string::npos);  // libcomm.so, or the executable holding comm
+  CHECK(fp.find("|allowed ") != std::string::npos);
+}
