@@ -44,8 +44,10 @@ COMM_TRANSPORT) and prints, on rank 0: the transports of this build and why
 any is unavailable; the hosts; the link between every pair of ranks (kind,
 latency alpha, bandwidth beta, detail); the selection table of each collective
 from 1 B to --max; and for each --size every candidate algorithm with its
-predicted time and why it won or lost. COMM_CALIBRATE=1 / COMM_TUNING_FILE
-apply as for any communicator.)";
+predicted time and why it won or lost ("det": its reduction order is the rank
+order at every size, so it may run under COMM_DETERMINISTIC=1, which restricts
+auto to such algorithms). COMM_CALIBRATE / COMM_TUNING_FILE /
+COMM_DETERMINISTIC apply as for any communicator.)";
 
 InfoOptions parse(int argc, char** argv) {
   InfoOptions o;
@@ -190,7 +192,10 @@ void print_tables(const Communicator& c, std::size_t max_bytes) {
   for (Collective coll : kShown) {
     std::printf("  %s (algorithms:", std::string(to_string(coll)).c_str());
     for (const auto& a : c.algorithms(coll)) std::printf(" %s", a.c_str());
-    std::printf(")\n");
+    std::string det;
+    for (const auto& cand : c.candidates(coll, 8))
+      if (cand.deterministic) det += (det.empty() ? "" : " ") + cand.algorithm;
+    std::printf("; deterministic on %d ranks: %s)\n", c.size(), det.empty() ? "none" : det.c_str());
     for (const auto& r : c.selection_table(coll, max_bytes))
       std::printf("    [%10s, %10s)  %-20s %s\n", bytes_text(r.min_bytes).c_str(), bytes_text(r.max_bytes).c_str(),
                   r.algorithm.c_str(), r.source.c_str());
@@ -204,8 +209,8 @@ void print_candidates(const Communicator& c, std::size_t bytes) {
     for (const auto& cand : c.candidates(coll, bytes)) {
       char pred[32] = "        -";
       if (cand.predicted_us >= 0) std::snprintf(pred, sizeof pred, "%9.2f", cand.predicted_us);
-      std::printf("    %-20s %s us  %-7s %s\n", cand.algorithm.c_str(), pred, cand.chosen ? "chosen" : "",
-                  cand.note.c_str());
+      std::printf("    %-20s %s us  %-7s %-4s %s\n", cand.algorithm.c_str(), pred, cand.chosen ? "chosen" : "",
+                  cand.deterministic ? "det" : "", cand.note.c_str());
     }
   }
 }

@@ -83,6 +83,9 @@ struct CandidateCost {
   double predicted_us = -1;  ///< negative: no prediction (native without a model)
   bool chosen = false;
   std::string note;          ///< why it won, lost, or is not eligible
+  /// Its reduction order is the rank order at every size on this group, so it
+  /// may run in deterministic mode (Config::deterministic).
+  bool deterministic = false;
 };
 
 /// One row of a selection table: sizes in [min_bytes, max_bytes) use `algorithm`.

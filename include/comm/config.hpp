@@ -35,6 +35,9 @@
 ///                     creation (default 1: measured once per setup, then cached; see tuning)
 ///   COMM_TUNING_FILE  JSON tuning file: used if present, written after calibration
 ///                     (default: one per setup in $XDG_CACHE_HOME/comm or ~/.cache/comm)
+///   COMM_DETERMINISTIC 1 to allow only algorithms whose reduction order is the rank order at
+///                     every size (results bitwise identical whatever algorithm, size or
+///                     transport ran them; comm-info lists them); default 0
 ///   COMM_CHECK        1 to check collective consistency across ranks before data moves
 ///   COMM_DEVICE       CUDA device ordinal (NCCL transport; default: local rank)
 ///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
@@ -83,6 +86,11 @@ struct COMM_API Config {
   bool calibrate = true;
   std::string tuning_file;
   bool check = false;
+  /// Only algorithms whose per-element reduction order is the rank order,
+  /// independent of size, chunking and layout: the same inputs give bitwise
+  /// identical outputs under every algorithm chosen, size bucket and
+  /// transport. Naming another algorithm (per call or in COMM_ALGO) is an error.
+  bool deterministic = false;
   int device = -1;
   std::string iface;
   std::size_t flight_recorder_size = 256;

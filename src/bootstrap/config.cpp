@@ -178,6 +178,7 @@ Config Config::from_env() {
   if (auto f = env("COMM_CALIBRATE")) c.calibrate = parse_bool(Found{"COMM_CALIBRATE", *f});
   if (auto f = env("COMM_TUNING_FILE")) c.tuning_file = std::string(*f);
   if (auto f = env("COMM_CHECK")) c.check = parse_bool(Found{"COMM_CHECK", *f});
+  if (auto f = env("COMM_DETERMINISTIC")) c.deterministic = parse_bool(Found{"COMM_DETERMINISTIC", *f});
   if (auto f = env("COMM_DEVICE"))
     c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
   if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);

@@ -174,6 +174,7 @@ std::string CommunicatorImpl::connect() {
   selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
                                          std::move(overrides), transport_->native(), schedule_engine_ != nullptr);
   selector_->set_native_profile(std::move(tuned.native));
+  selector_->set_deterministic(config.deterministic);
   return tuned.source;
 }
 

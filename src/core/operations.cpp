@@ -58,6 +58,7 @@ std::string_view CommunicatorImpl::resolve_algorithm(const Call& call) {
                                                     std::string(asked) + "' on transport '" + config_.transport +
                                                     "' (valid: " + valid + ")");
     }
+    selector_->check_deterministic(call.collective, *it);
     return *it;
   }
   return selector_->choose(call.collective, call.bytes());

@@ -1,6 +1,8 @@
 #include "select/selector.hpp"
 #include "util/c_locale.hpp"
 
+#include "select/determinism.hpp"
+
 #include <comm/error.hpp>
 
 #include <algorithm>
@@ -37,6 +39,8 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
         pc.names.push_back(n);
         pc.ours.push_back(nullptr);
       }
+    // Computed on first use (determinism.hpp); natives never qualify.
+    pc.rank_ordered.assign(pc.names.size(), -1);
   }
   for (const auto& r : overrides_) {
     const auto& pc = per_coll_[index(r.collective)];
@@ -116,11 +120,56 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
   return -1.0;
 }
 
+bool Selector::ordered(Collective c, std::size_t i) const {
+  const auto& pc = per_coll_[index(c)];
+  if (pc.rank_ordered[i] < 0) pc.rank_ordered[i] = pc.ours[i] && rank_ordered(*pc.ours[i], nranks_) ? 1 : 0;
+  return pc.rank_ordered[i] == 1;
+}
+
+bool Selector::deterministic(Collective c, std::string_view name) const {
+  const auto& pc = per_coll_[index(c)];
+  for (std::size_t i = 0; i < pc.names.size(); ++i)
+    if (pc.names[i] == name) return ordered(c, i);
+  return false;
+}
+
+std::string Selector::qualifying(Collective c) const {
+  const auto& pc = per_coll_[index(c)];
+  std::string s;
+  for (std::size_t i = 0; i < pc.names.size(); ++i)
+    if (ordered(c, i)) s += (s.empty() ? "" : ", ") + pc.names[i];
+  return s.empty() ? "none" : s;
+}
+
+void Selector::check_deterministic(Collective c, std::string_view name) const {
+  if (!deterministic_ || deterministic(c, name)) return;
+  throw Error(ErrorCode::invalid_argument,
+              std::string(to_string(c)) + ": algorithm '" + std::string(name) +
+                  "' is not allowed in deterministic mode (COMM_DETERMINISTIC / Config::deterministic): its "
+                  "reduction order is not the rank order at every size on " + std::to_string(nranks_) +
+                  " ranks; deterministic algorithms here: " + qualifying(c));
+}
+
+void Selector::set_deterministic(bool on) {
+  deterministic_ = on;
+  for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
+  if (!on) return;
+  for (const auto& r : overrides_)
+    if (!deterministic(r.collective, r.algorithm)) {
+      throw Error(ErrorCode::invalid_config,
+                  "COMM_ALGO names '" + r.algorithm + "' for " + std::string(to_string(r.collective)) +
+                      ", which deterministic mode (COMM_DETERMINISTIC=1) does not allow on " +
+                      std::to_string(nranks_) + " ranks (its reduction order is not the rank order at every size); "
+                      "deterministic algorithms here: " + qualifying(r.collective));
+    }
+}
+
 int Selector::evaluate(Collective c, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
   int best = -1;
   double best_us = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < pc.names.size(); ++i) {
+    if (deterministic_ && !ordered(c, i)) continue;
     const double us = predict(c, pc.names[i], bytes);
     if (us >= 0 && us < best_us) {
       best_us = us;
@@ -149,7 +198,8 @@ const std::string& Selector::choose(Collective c, std::size_t bytes, const char*
   if (choice < 0) choice = evaluate(c, bytes == 0 ? 0 : std::size_t{1} << b);
   if (choice < 0)
     throw Error(ErrorCode::unsupported, "no algorithm can run " + std::string(to_string(c)) + " on " +
-                                            std::to_string(nranks_) + " ranks");
+                                            std::to_string(nranks_) + " ranks" +
+                                            (deterministic_ ? " in deterministic mode" : ""));
   return pc.names[static_cast<std::size_t>(choice)];
 }
 
@@ -166,7 +216,10 @@ std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes)
     cc.algorithm = name;
     cc.predicted_us = predict(c, name, at);
     cc.chosen = name == chosen;
-    if (cc.predicted_us < 0)
+    cc.deterministic = deterministic(c, name);
+    if (deterministic_ && !deterministic(c, name))
+      cc.note = "excluded by deterministic mode (reduction order not fixed)";
+    else if (cc.predicted_us < 0)
       cc.note = is_native(c, name) ? "not measured (calibration off or not timed): used only when named"
                                    : "not eligible for this group size";
     else if (cc.chosen)

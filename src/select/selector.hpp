@@ -55,6 +55,16 @@ class Selector {
   // them. Clears the cached choices.
   void set_native_profile(NativeProfile profile);
 
+  // Deterministic mode: only algorithms whose reduction order is the rank
+  // order at every size (determinism.hpp) are chosen; override rules naming
+  // another are invalid_config errors (thrown here). Clears cached choices.
+  void set_deterministic(bool on);
+  bool deterministic_mode() const { return deterministic_; }
+  // Whether `name` qualifies for deterministic mode on this group.
+  bool deterministic(Collective c, std::string_view name) const;
+  // Throws invalid_argument if deterministic mode is on and `name` does not qualify.
+  void check_deterministic(Collective c, std::string_view name) const;
+
   const LinkMatrix& links() const { return links_; }
   const ComputeParams& compute() const { return compute_; }
 
@@ -63,11 +73,14 @@ class Selector {
     std::vector<std::string> names;
     std::vector<const algo::Algorithm*> ours;  // parallel to names; nullptr = native
     std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
+    mutable std::vector<signed char> rank_ordered;  // parallel to names: -1 not computed yet, 0, 1
   };
   static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
   algo::AlgoArgs model_args(Collective c, std::size_t bytes) const;
   int evaluate(Collective c, std::size_t bytes) const;
   double predict_native(Collective c, std::string_view name, std::size_t bytes) const;
+  bool ordered(Collective c, std::size_t i) const;  // names[i] qualifies (cached)
+  std::string qualifying(Collective c) const;       // "a, b" or "none"
   const OverrideRule* override_for(Collective c, std::size_t bytes) const;
 
   int nranks_;
@@ -77,6 +90,7 @@ class Selector {
   std::vector<OverrideRule> overrides_;
   NativeCollectives* native_;
   NativeProfile native_profile_;
+  bool deterministic_ = false;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;
   mutable std::vector<std::size_t> uniform_counts_, uniform_displs_;  // all_to_allv modelling
 };

@@ -25,7 +25,8 @@ const char* const kVars[] = {
     "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID", "COMM_STORE",
     "MASTER_ADDR", "MASTER_PORT", "COMM_STORE_TOKEN",
     "COMM_STORE_BIND", "COMM_TRANSPORT", "COMM_TIMEOUT", "COMM_LOG", "COMM_ALGO", "COMM_CHUNK",
-    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DEVICE", "COMM_OFI_PROVIDER", "COMM_SHM_SIZE", "COMM_IFACE",
+    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DETERMINISTIC", "COMM_DEVICE", "COMM_OFI_PROVIDER",
+    "COMM_SHM_SIZE", "COMM_IFACE",
     "COMM_FLIGHT_RECORDER"};
 
 class CleanEnv {
@@ -73,6 +74,7 @@ TEST_CASE("from_env with nothing set gives the documented defaults") {
   CHECK(c.chunk_bytes == 1024 * 1024);
   CHECK(c.calibrate);
   CHECK_FALSE(c.check);
+  CHECK_FALSE(c.deterministic);
   CHECK(c.device == -1);
   CHECK(c.flight_recorder_size == 256);
 }
@@ -157,6 +159,7 @@ TEST_CASE("every other variable is read") {
   env.set("COMM_CALIBRATE", "0");
   env.set("COMM_TUNING_FILE", "/tmp/t.json");
   env.set("COMM_CHECK", "yes");
+  env.set("COMM_DETERMINISTIC", "1");
   env.set("COMM_DEVICE", "3");
   env.set("COMM_OFI_PROVIDER", "tcp;ofi_rxm");
   env.set("COMM_IFACE", "10.0.0.2");
@@ -172,6 +175,7 @@ TEST_CASE("every other variable is read") {
   CHECK_FALSE(c.calibrate);
   CHECK(c.tuning_file == "/tmp/t.json");
   CHECK(c.check);
+  CHECK(c.deterministic);
   CHECK(c.device == 3);
   CHECK(c.transport_option("ofi", "provider") == "tcp;ofi_rxm");
   CHECK(c.iface == "10.0.0.2");
