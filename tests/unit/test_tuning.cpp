@@ -49,7 +49,7 @@ std::vector<RankResult> tune(int n, const Config& base) {
         Config cfg = base;
         cfg.rank = r;
         cfg.world_size = n;
-        auto t = create_transport("local", {r, n, store, &cfg});
+        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
         RankResult& mine = out[static_cast<std::size_t>(r)];
         mine.links = nominal(n);
         mine.outcome = tune_figures(*t, *store, r, n, cfg, mine.links, mine.compute);
