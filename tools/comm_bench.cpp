@@ -11,8 +11,12 @@
 
 #include <comm/comm.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -77,20 +81,43 @@ bool write_file(const std::string& path, const std::string& text, const char* wh
   return true;
 }
 
+// Every rank's pid and host, for nccl-tests' "Using devices" lines.
+std::vector<RankPlace> gather_places(Communicator& comm) {
+  constexpr std::size_t kHost = 64;
+  std::vector<std::uint8_t> mine(kHost + 8, 0), all(mine.size() * static_cast<std::size_t>(comm.size()));
+  ::gethostname(reinterpret_cast<char*>(mine.data()), kHost - 1);
+  const std::int64_t pid = ::getpid();
+  std::memcpy(mine.data() + kHost, &pid, 8);
+  comm.allgather(view(mine), view(all));
+  std::vector<RankPlace> out;
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::uint8_t* p = all.data() + static_cast<std::size_t>(r) * mine.size();
+    std::int64_t rp = 0;
+    std::memcpy(&rp, p + kHost, 8);
+    out.push_back({r, static_cast<long>(rp), std::string(reinterpret_cast<const char*>(p))});
+  }
+  return out;
+}
+
 // Runs every --coll on one transport; false if the transport failed at run
 // time (the job may then be out of step: stop, but keep what was measured).
 bool run_transport(Communicator& comm, const Options& o, const std::string& name, RunInfo& info,
                    std::vector<Result>& results, std::chrono::steady_clock::time_point start) {
   const bool lead = comm.rank() == 0;
+  const std::vector<RankPlace> places = o.nccl_format() ? gather_places(comm) : std::vector<RankPlace>{};
   for (BenchColl coll : o.colls) {
     Options oc = o;
     oc.coll = coll;
     Runner runner(comm, oc);
-    if (lead) print_header(stdout, oc, name, comm.size(), describe_link(comm));
+    if (lead && o.nccl_format()) print_nccl_header(stdout, oc, name, describe_link(comm), places);
+    else if (lead) print_header(stdout, oc, name, comm.size(), describe_link(comm));
+    std::vector<Result> these;
     Callbacks cb;
     cb.on_result = [&](const Result& r) {
       results.push_back(r);
-      if (lead) print_row(stdout, r);
+      these.push_back(r);
+      if (lead && o.nccl_format()) print_nccl_row(stdout, r);
+      else if (lead) print_row(stdout, r);
     };
     cb.on_skip = [&](const Skip& s) {
       info.skipped_points.push_back(s);
@@ -111,6 +138,11 @@ bool run_transport(Communicator& comm, const Options& o, const std::string& name
       std::printf("# FAILED: rank %d: transport %s failed during %s: %s\n", comm.rank(), name.c_str(),
                   std::string(to_string(coll)).c_str(), e.what());
       return false;
+    }
+    if (lead && o.nccl_format()) {
+      std::int64_t wrong = 0;
+      for (const auto& r : these) wrong += std::max<std::int64_t>(r.wrong, 0) + std::max<std::int64_t>(r.inplace.wrong, 0);
+      print_nccl_footer(stdout, wrong, these);
     }
     if (lead && o.algo == "all" && coll != BenchColl::sendrecv)
       print_summary(stdout, name, summarize(results, name, coll));
@@ -164,7 +196,7 @@ int run(const Options& o, const std::string& command) {
 
   // Wrong counts are summed over ranks, so every rank exits non-zero alike.
   std::int64_t wrong = 0;
-  for (const auto& r : results) wrong += r.wrong > 0 ? r.wrong : 0;
+  for (const auto& r : results) wrong += std::max<std::int64_t>(r.wrong, 0) + std::max<std::int64_t>(r.inplace.wrong, 0);
   if (wrong > 0) status = 1;
   if (lead) {
     if (!o.json_path.empty() && !write_file(o.json_path, results_json(info, results), "JSON results")) status = 1;
@@ -177,7 +209,7 @@ int run(const Options& o, const std::string& command) {
       if (!write_file(o.plot_path, render_svg(results, title), "plot")) status = 1;
     }
   }
-  if (o.check && (lead || !failed_transport.empty())) {
+  if (o.check && !o.nccl_format() && (lead || !failed_transport.empty())) {
     if (!failed_transport.empty())  // what was not measured was not checked either
       std::printf("# wrong elements: %lld so far; FAILED: transport %s failed, the run is incomplete\n",
                   static_cast<long long>(wrong), failed_transport.c_str());

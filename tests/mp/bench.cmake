@@ -98,3 +98,17 @@ foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
   set_tests_properties(mp_bench_${variant} PROPERTIES LABELS "mp;bench;${t}" TIMEOUT 240
                        ENVIRONMENT "${COMM_BENCH_ENV_${variant}};COMM_CALIBRATE=0")
 endforeach()
+
+# nccl-tests' layout (a single algorithm): both column groups on every row
+# (8 B ... 64 KiB, each with its #wrong of 0 after 2 checked runs), the
+# footers, no [rN] prefix (commrun --no-prefix). (CMake regexes have no {n}.)
+foreach(t ucx gloo)
+  if(NOT t IN_LIST COMM_ENABLED_TRANSPORTS)
+    continue()
+  endif()
+  comm_mp_test(NAME mp_bench_nccl_format_${t} RANKS 2 LABELS mp bench ${t} TIMEOUT 120
+    ENV ${COMM_BENCH_ENV_${t}_${t}} COMM_IFACE=127.0.0.1 UCX_TLS=shm COMMRUN_ARGS --no-prefix
+    COMMAND comm-bench --transport ${t} -t 1 -g 1 -b 8 -e 64K -f 8 -n 5 -w 1 -m 2 -c 2 -a 1 --quiet)
+  set_tests_properties(mp_bench_nccl_format_${t} PROPERTIES PASS_REGULAR_EXPRESSION
+    "#  Rank  1 Group  0 Pid[^\n]*\n#\n#[ ]+out-of-place[ ]+in-place\n.*\n           8 +2 +float +sum +-1( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)\n.*\n       65536 +16384 +float +sum +-1( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : [0-9.e+]+ \n")
+endforeach()

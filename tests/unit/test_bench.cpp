@@ -128,7 +128,11 @@ TEST_CASE("option parsing") {
   const Options d = parse({});
   CHECK(d.min_bytes == 8);
   CHECK(d.max_bytes == std::size_t{64} << 20);
-  CHECK(d.check);
+  CHECK(d.check == 1);
+  CHECK(d.agg == 1);
+  CHECK(d.rank_time == RankTime::max);
+  CHECK(d.step_bytes == 0);
+  CHECK(d.measure_inplace());  // a single algorithm: nccl-tests' layout with both column groups
   CHECK(d.algo == "auto");
   CHECK(d.coll == BenchColl::allreduce);
 
@@ -140,7 +144,7 @@ TEST_CASE("option parsing") {
   CHECK(o.step_factor == 2.0);
   CHECK(o.iters == 7);
   CHECK(o.warmup == 0);
-  CHECK_FALSE(o.check);
+  CHECK(o.check == 0);
   CHECK(o.dtype == DataType::bf16);
   CHECK(o.op == ReduceOp::max);
   CHECK(o.root == 1);
@@ -151,6 +155,14 @@ TEST_CASE("option parsing") {
   CHECK(o.json_path == "r.json");
   CHECK(o.plot_path == "p.svg");
   CHECK(o.quiet);
+
+  const Options n = parse({"-t", "1", "-g", "1", "-c", "3", "-m", "4", "-a", "1", "-i", "1K", "--algo", "all"});
+  CHECK(n.check == 3);
+  CHECK(n.agg == 4);
+  CHECK(n.rank_time == RankTime::mean);
+  CHECK(n.step_bytes == 1024);
+  CHECK_FALSE(n.measure_inplace());  // --algo all keeps the side-by-side table
+  CHECK(parse({"--algo", "all", "--inplace", "1"}).measure_inplace());
 
   const Options g = parse({"-b8", "-e64K", "--iters=5", "-d", "float", "--help"});  // getopt and --x=y forms
   CHECK(g.min_bytes == 8);
@@ -163,7 +175,11 @@ TEST_CASE("option parsing") {
   CHECK(parse_error({"-f", "1"}).find("-f '1'") != std::string::npos);
   CHECK(parse_error({"-b", "12X"}).find("-b '12X'") != std::string::npos);
   CHECK(parse_error({"-n", "0"}).find("an integer >= 1") != std::string::npos);
-  CHECK(parse_error({"-c", "2"}).find("0 or 1") != std::string::npos);
+  CHECK(parse_error({"-c", "-1"}).find("an integer >= 0") != std::string::npos);
+  CHECK(parse_error({"--inplace", "2"}).find("0 or 1") != std::string::npos);
+  CHECK(parse_error({"-g", "8"}).find("one rank per process (GPUs per process must be 1)") != std::string::npos);
+  CHECK(parse_error({"-t", "2"}).find("threads per process must be 1") != std::string::npos);
+  CHECK(parse_error({"-a", "4"}).find("-a '4'") != std::string::npos);
   CHECK(parse_error({"-e"}).find("-e needs a value") != std::string::npos);
   CHECK(parse_error({"-d", "float17"}).find("-d:") != std::string::npos);
   CHECK(parse_error({"-o", "xor"}).find("-o:") != std::string::npos);

@@ -17,6 +17,19 @@ double parse_factor(std::string_view v) {
   return *x;
 }
 
+// -t / -g: threads and GPUs per process. One rank per process here.
+void check_one_per_process(std::string_view what, std::string_view v) {
+  if (v != "1")
+    throw cli::BadValue("1: comm-bench runs one rank per process (" + std::string(what) +
+                        " per process must be 1); start more ranks with commrun -n N instead");
+}
+
+RankTime parse_rank_time(std::string_view v) {
+  if (v.size() != 1 || v[0] < '0' || v[0] > '3')
+    throw cli::BadValue("0 (rank 0's time), 1 (mean over ranks), 2 (min) or 3 (max, the default)");
+  return static_cast<RankTime>(v[0] - '0');
+}
+
 bool parse_flag01(std::string_view v) {
   if (v == "1" || v == "true" || v == "on") return true;
   if (v == "0" || v == "false" || v == "off") return false;
@@ -63,9 +76,20 @@ cli::Parser make_parser(Options& o) {
             "timed iterations per size (default 50); scaled down\nin proportion above 4 MiB, to no fewer than 10",
             o.iters, 1);
   p.integer("-w,--warmup_iters", "N", "untimed iterations first (default 5, scaled likewise)", o.warmup, 0);
-  p.option("-c,--check", "0|1",
-           "check every result element against a locally computed\nreference (default 1); #wrong counts mismatches",
-           [&o](std::string_view v) { o.check = parse_flag01(v); });
+  p.bytes("-i,--stepbytes", "add SIZE between points instead of multiplying by -f", o.step_bytes);
+  p.integer("-m,--agg_iters", "N",
+            "operations per timed iteration, back to back (default\n1); the iteration's time is divided by N", o.agg, 1);
+  p.option("-a,--average", "0|1|2|3",
+           "each iteration's time across ranks: rank 0's (0), the\nmean (1), the fastest (2) or the slowest rank's (3,\n"
+           "the default; nccl-tests defaults to 1)",
+           [&o](std::string_view v) { o.rank_time = parse_rank_time(v); });
+  p.integer("-c,--check", "N",
+            "N extra runs per point whose every element is checked\nagainst a locally computed reference (default 1, 0:\n"
+            "none); #wrong counts mismatches",
+            o.check, 0);
+  p.option("-t,--nthreads", "1", "accepted for nccl-tests scripts: one rank per process\n(use commrun -n N for more ranks)",
+           [](std::string_view v) { check_one_per_process("threads", v); });
+  p.option("-g,--ngpus", "1", "likewise: one GPU per process", [](std::string_view v) { check_one_per_process("GPUs", v); });
   p.section("data");
   p.option("-d,--datatype", "T", "f32 (float), f64, f16, bf16, i8, u8, i32, i64 (default float)",
            [&o](std::string_view v) { o.dtype = parse_dtype(v); });
@@ -92,6 +116,12 @@ cli::Parser make_parser(Options& o) {
          "automatic pick and time(pick)/time(best)",
          o.algo);
   p.section("output");
+  p.option("--inplace", "0|1",
+           "also time in-place calls (output buffer = input): on by\n"
+           "default with a single --algo, which prints nccl-tests'\n"
+           "out-of-place and in-place column groups and footers\n"
+           "(commrun --no-prefix, or read rank 0's lines); off with --algo all",
+           [&o](std::string_view v) { o.inplace = parse_flag01(v) ? 1 : 0; });
   p.text("--json", "FILE", "one record per (coll, transport, algo, size)", o.json_path);
   p.text("--plot", "FILE.svg", "time vs size per (transport, algo), log-log", o.plot_path);
   p.flag("-q,--quiet", "no progress lines on stderr", o.quiet);
@@ -109,6 +139,8 @@ Options parse_options(const std::vector<std::string_view>& args) {
   }
   o.coll = o.colls.front();
   if (o.help) return o;
+  if (o.step_bytes > 0 && o.min_bytes == 0)
+    throw Error(ErrorCode::invalid_argument, "-i needs -b above 0 (the sweep starts at -b and adds -i)");
   if (o.min_bytes > o.max_bytes)
     throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(o.min_bytes) + " is larger than -e " +
                                                  std::to_string(o.max_bytes) + ": the sweep would be empty");

@@ -12,13 +12,20 @@
 
 namespace comm::bench {
 
+// -a: how each iteration's time is combined across ranks (nccl-tests' -a numbers).
+enum class RankTime { rank0 = 0, mean = 1, min = 2, max = 3 };
+
 struct Options {
   std::size_t min_bytes = 8;
   std::size_t max_bytes = std::size_t{64} << 20;
   double step_factor = 4;
+  std::size_t step_bytes = 0;  // -i: linear step in bytes; 0 = multiply by step_factor
   int iters = 50;
   int warmup = 5;
-  bool check = true;
+  int agg = 1;                 // -m: operations per timed iteration (time divided by agg)
+  int check = 1;               // -c N: checked runs per point (0: no check)
+  RankTime rank_time = RankTime::max;
+  int inplace = -1;            // --inplace 0|1; -1: with nccl-tests output (single --algo), not with --algo all
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
@@ -29,6 +36,10 @@ struct Options {
   std::string json_path;
   std::string plot_path;
   bool quiet = false;
+  // nccl-tests' layout (out-of-place and in-place column groups, their
+  // footers) for a single --algo; the side-by-side table for --algo all.
+  bool nccl_format() const { return algo != "all"; }
+  bool measure_inplace() const { return inplace < 0 ? nccl_format() : inplace == 1; }
   bool help = false;
 };
 

@@ -53,6 +53,96 @@ void print_skip(std::FILE* f, const Skip& s) {
   std::fflush(f);
 }
 
+namespace {
+
+// nccl-tests' names for the element types.
+const char* nccl_type(DataType t) {
+  switch (t) {
+    case DataType::f32: return "float";
+    case DataType::f64: return "double";
+    case DataType::f16: return "half";
+    case DataType::bf16: return "bfloat16";
+    case DataType::i8: return "int8";
+    case DataType::u8: return "uint8";
+    case DataType::i32: return "int32";
+    case DataType::i64: return "int64";
+  }
+  return "?";
+}
+
+const char* rank_time_name(RankTime t) {
+  switch (t) {
+    case RankTime::rank0: return "rank 0's time";
+    case RankTime::mean: return "the mean over ranks";
+    case RankTime::min: return "the fastest rank's time";
+    case RankTime::max: return "the slowest rank's time";
+  }
+  return "?";
+}
+
+void nccl_group(std::FILE* f, bool measured, double us, double algbw, double busbw, std::int64_t wrong) {
+  if (!measured) {
+    std::fprintf(f, " %8s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+    return;
+  }
+  char t[32];
+  // nccl-tests prints times of 10 ms and more without decimals.
+  std::snprintf(t, sizeof t, us >= 10000 ? "%.0f" : "%.2f", us);
+  const std::string w = wrong < 0 ? "N/A" : std::to_string(wrong);
+  std::fprintf(f, " %8s %7.2f %7.2f %6s", t, algbw, busbw, w.c_str());
+}
+
+}  // namespace
+
+void print_nccl_header(std::FILE* f, const Options& o, const std::string& transport, const std::string& link,
+                       const std::vector<RankPlace>& ranks) {
+  char step[64];
+  if (o.step_bytes > 0) std::snprintf(step, sizeof step, "%zu(bytes)", o.step_bytes);
+  else std::snprintf(step, sizeof step, "%g(factor)", o.step_factor);
+  std::fprintf(f,
+               "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d "
+               "validation: %d graph: 0\n#\n",
+               o.min_bytes, o.max_bytes, step, o.warmup, o.iters, o.agg, o.check);
+  std::fprintf(f, "# comm-bench %s, transport %s, algorithm %s; time = median over iterations of %s\n",
+               std::string(to_string(o.coll)).c_str(), transport.c_str(), o.algo.c_str(), rank_time_name(o.rank_time));
+  if (!link.empty()) std::fprintf(f, "# link 0-1: %s\n", link.c_str());
+  std::fprintf(f, "#\n# Using devices\n");
+  for (const auto& r : ranks)
+    std::fprintf(f, "#  Rank %2d Group  0 Pid %6ld on %10s device  - [host] %s\n", r.rank, r.pid, r.host.c_str(),
+                 transport.c_str());
+  std::fprintf(f, "#\n#%61s%35s\n", "out-of-place", "in-place");
+  std::fprintf(f, "#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::fprintf(f, "#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+               "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::fflush(f);
+}
+
+void print_nccl_row(std::FILE* f, const Result& r) {
+  const std::string op = has_reduce_op(r.coll) ? std::string(to_string(r.op)) : "none";
+  std::fprintf(f, "%12zu %13zu %9s %7s %7d", r.layout.bytes, r.layout.count, nccl_type(r.dtype), op.c_str(), r.root);
+  nccl_group(f, true, r.time_us, r.algbw_gbps, r.busbw_gbps, r.wrong);
+  nccl_group(f, r.inplace.measured, r.inplace.time_us, r.inplace.algbw_gbps, r.inplace.busbw_gbps, r.inplace.wrong);
+  std::fprintf(f, "\n");
+  std::fflush(f);
+}
+
+void print_nccl_footer(std::FILE* f, std::int64_t wrong, const std::vector<Result>& results) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : results) {
+    sum += r.busbw_gbps;
+    ++n;
+    if (r.inplace.measured) {
+      sum += r.inplace.busbw_gbps;
+      ++n;
+    }
+  }
+  std::fprintf(f, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
+  std::fprintf(f, "# Avg bus bandwidth    : %g \n#\n", n ? sum / n : 0.0);
+  std::fflush(f);
+}
+
 std::vector<SummaryRow> summarize(const std::vector<Result>& results, const std::string& transport, BenchColl coll) {
   std::map<std::size_t, SummaryRow> rows;
   for (const auto& r : results) {
@@ -117,7 +207,13 @@ std::string results_json(const RunInfo& info, const std::vector<Result>& results
     w.member("p10_us", r.p10_us).member("p90_us", r.p90_us);
     w.member("algbw_gbps", r.algbw_gbps).member("busbw_gbps", r.busbw_gbps);
     w.member_or_null("wrong", r.wrong >= 0, r.wrong).member_or_null("pred_us", r.pred_us >= 0, r.pred_us);
-    w.member_or_null("auto_pick", !r.auto_pick.empty(), r.auto_pick).end_object();
+    w.member_or_null("auto_pick", !r.auto_pick.empty(), r.auto_pick);
+    if (r.inplace.measured) {
+      w.key("inplace").begin_object().member("time_us", r.inplace.time_us);
+      w.member("algbw_gbps", r.inplace.algbw_gbps).member("busbw_gbps", r.inplace.busbw_gbps);
+      w.member_or_null("wrong", r.inplace.wrong >= 0, r.inplace.wrong).end_object();
+    }
+    w.end_object();
   }
   w.end_array();
   w.key("skipped_transports").begin_array();

@@ -25,6 +25,20 @@ void print_header(std::FILE* f, const Options& o, const std::string& transport, 
 void print_row(std::FILE* f, const Result& r);
 void print_skip(std::FILE* f, const Skip& s);
 
+// nccl-tests' layout (a single --algo): the parameter line, the ranks, the
+// out-of-place and in-place column groups, and the two footers.
+struct RankPlace {
+  int rank = 0;
+  long pid = 0;
+  std::string host;
+};
+void print_nccl_header(std::FILE* f, const Options& o, const std::string& transport, const std::string& link,
+                       const std::vector<RankPlace>& ranks);
+void print_nccl_row(std::FILE* f, const Result& r);
+// "# Out of bounds values : N OK|FAILED" and "# Avg bus bandwidth : X" over
+// every out-of-place and in-place busbw printed (nccl-tests' definition).
+void print_nccl_footer(std::FILE* f, std::int64_t wrong, const std::vector<Result>& results);
+
 // One row per size of one transport's results: the fastest named algorithm,
 // the automatic pick, time(pick)/time(best) (from the pick's own measurement)
 // and the directly measured auto time.

@@ -69,37 +69,121 @@ std::vector<std::string> Runner::algorithms() const {
   return {opts_.algo};
 }
 
-void Runner::run_op(const Layout& l, const CallOptions& o) {
+// In place, as nccl-tests calls it: the output buffer doubles as the input
+// (reduce_scatter: this rank's block of the input; allgather: this rank's
+// block of the output). Broadcast is in place either way.
+void Runner::run_op(const Layout& l, const CallOptions& o, bool inplace) {
   const DataType t = opts_.dtype;
+  const std::size_t mine = static_cast<std::size_t>(comm_.rank()) * l.block * elem_;
+  std::byte* const in = inplace ? out_ : in_;
   switch (opts_.coll) {
     case BenchColl::allreduce:
-      comm_.allreduce(ConstView{in_, l.count, t}, View{out_, l.count, t}, opts_.op, o);
+      comm_.allreduce(ConstView{in, l.count, t}, View{out_, l.count, t}, opts_.op, o);
       break;
     case BenchColl::reduce_scatter:
-      comm_.reduce_scatter(ConstView{in_, l.count, t}, View{out_, l.block, t}, opts_.op, o);
+      comm_.reduce_scatter(ConstView{in, l.count, t}, View{inplace ? out_ + mine : out_, l.block, t}, opts_.op, o);
       break;
     case BenchColl::allgather:
-      comm_.allgather(ConstView{in_, l.block, t}, View{out_, l.count, t}, o);
+      comm_.allgather(ConstView{inplace ? out_ + mine : in_, l.block, t}, View{out_, l.count, t}, o);
       break;
     case BenchColl::broadcast:
       comm_.broadcast(View{out_, l.count, t}, opts_.root, o);
       break;
     case BenchColl::reduce:
-      comm_.reduce(ConstView{in_, l.count, t}, View{out_, l.count, t}, opts_.op, opts_.root, o);
+      comm_.reduce(ConstView{in, l.count, t}, View{out_, l.count, t}, opts_.op, opts_.root, o);
       break;
     case BenchColl::alltoall:
-      comm_.all_to_all(ConstView{in_, l.count, t}, View{out_, l.count, t}, o);
+      comm_.all_to_all(ConstView{in, l.count, t}, View{out_, l.count, t}, o);
       break;
     case BenchColl::sendrecv:
       if (comm_.rank() == 0) {
-        comm_.send(ConstView{in_, l.count, t}, 1, o);
+        comm_.send(ConstView{in, l.count, t}, 1, o);
         comm_.recv(View{out_, l.count, t}, 1, o);
       } else if (comm_.rank() == 1) {
         comm_.recv(View{out_, l.count, t}, 0, o);
-        comm_.send(ConstView{in_, l.count, t}, 0, o);
+        comm_.send(ConstView{in, l.count, t}, 0, o);
       }
       break;
   }
+}
+
+// Input for one run: in_ (out of place) or where run_op(inplace) reads it;
+// the output poisoned so forgotten elements count as wrong (broadcast's
+// root keeps its data in the output, which is its input).
+void Runner::prepare(const Layout& l, bool inplace, bool poison) {
+  const BenchColl c = opts_.coll;
+  const int rank = comm_.rank();
+  const bool root_data = c == BenchColl::broadcast && rank == opts_.root;
+  if (poison && !root_data) fill_poison(out_, opts_.dtype, l.out_count);
+  if (root_data) fill_input(out_, opts_.dtype, l.count, c, opts_.op, rank);
+  if (!inplace) {
+    fill_input(in_, opts_.dtype, l.in_count, c, opts_.op, rank);
+  } else if (c == BenchColl::allgather) {
+    fill_input(out_ + static_cast<std::size_t>(rank) * l.block * elem_, opts_.dtype, l.block, c, opts_.op, rank);
+  } else if (c != BenchColl::broadcast) {
+    fill_input(out_, opts_.dtype, l.in_count, c, opts_.op, rank);
+  }
+}
+
+// Median, p10 and p90 over iterations; each iteration times opts_.agg calls
+// between barriers, and its time is combined across ranks as -a says.
+Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inplace) {
+  const int warm = scaled_warmup(opts_.warmup, l.bytes);
+  Timing t;
+  t.iters = scaled_iters(opts_.iters, l.bytes);
+  for (int i = 0; i < warm; ++i) {
+    comm_.barrier();
+    run_op(l, o, inplace);
+  }
+  const bool pingpong = opts_.coll == BenchColl::sendrecv;
+  std::vector<double> times(static_cast<std::size_t>(t.iters));
+  for (auto& us : times) {
+    comm_.barrier();
+    const auto t0 = Clock::now();
+    for (int k = 0; k < opts_.agg; ++k) run_op(l, o, inplace);
+    us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts_.agg;
+    // Ping-pong: the initiator's round trip, halved; rank 1's clock started
+    // at its own barrier exit and would add the barrier's skew.
+    if (pingpong) us = comm_.rank() == 0 ? us / 2 : 0.0;
+  }
+  // Outside the timed region.
+  const RankTime how = pingpong ? RankTime::max : opts_.rank_time;
+  switch (how) {
+    case RankTime::rank0: comm_.broadcast(view(times), 0); break;
+    case RankTime::mean:
+      comm_.allreduce(view(times), ReduceOp::sum);
+      for (auto& us : times) us /= comm_.size();
+      break;
+    case RankTime::min: comm_.allreduce(view(times), ReduceOp::min); break;
+    case RankTime::max: comm_.allreduce(view(times), ReduceOp::max); break;
+  }
+  t.time_us = median(times);
+  t.p10_us = percentile(times, 10);
+  t.p90_us = percentile(times, 90);
+  return t;
+}
+
+// Wrong elements over opts_.check checked runs, summed over ranks (every rank gets the total).
+std::int64_t Runner::check_runs(const Layout& l, const CallOptions& o, bool inplace) {
+  CheckArgs a;
+  a.coll = opts_.coll;
+  a.dtype = opts_.dtype;
+  a.op = opts_.op;
+  a.rank = comm_.rank();
+  a.nranks = comm_.size();
+  a.root = opts_.root;
+  a.block = l.block;
+  const bool block_out = inplace && opts_.coll == BenchColl::reduce_scatter;
+  const std::byte* out = block_out ? out_ + static_cast<std::size_t>(comm_.rank()) * l.block * elem_ : out_;
+  std::int64_t wrong = 0;
+  for (int k = 0; k < opts_.check; ++k) {
+    prepare(l, inplace, true);
+    comm_.barrier();
+    run_op(l, o, inplace);
+    wrong += static_cast<std::int64_t>(count_wrong(out, a));
+  }
+  comm_.allreduce(View{&wrong, 1, DataType::i64}, ReduceOp::sum);
+  return wrong;
 }
 
 Result Runner::measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands) {
@@ -113,7 +197,6 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
   r.dtype = opts_.dtype;
   r.op = opts_.op;
   r.root = has_root(c) ? opts_.root : -1;
-
   if (c == BenchColl::sendrecv) {
     r.ran = "p2p";
     // The cost model's message time on the 0-1 link: alpha + bytes / beta.
@@ -125,57 +208,34 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
     for (const auto& cand : cands)
       if (cand.algorithm == r.ran) r.pred_us = cand.predicted_us;
   }
-
   CallOptions o;
   if (algo != "auto" && c != BenchColl::sendrecv) o.algorithm = algo;
-  const int rank = comm_.rank();
-  fill_input(in_, opts_.dtype, l.in_count, c, opts_.op, rank);
-  if (c == BenchColl::broadcast && rank == opts_.root) fill_input(out_, opts_.dtype, l.count, c, opts_.op, rank);
+  const double factor = busbw_factor(c, comm_.size());
 
-  const int warm = scaled_warmup(opts_.warmup, l.bytes);
-  r.iters = scaled_iters(opts_.iters, l.bytes);
-  for (int i = 0; i < warm; ++i) {
-    comm_.barrier();
-    run_op(l, o);
-  }
-  std::vector<double> times(static_cast<std::size_t>(r.iters));
-  for (auto& t : times) {
-    comm_.barrier();
-    const auto t0 = Clock::now();
-    run_op(l, o);
-    const auto t1 = Clock::now();
-    t = std::chrono::duration<double, std::micro>(t1 - t0).count();
-    // Ping-pong: the initiator's round trip, halved; rank 1's clock started
-    // at its own barrier exit and would add the barrier's skew.
-    if (c == BenchColl::sendrecv) t = rank == 0 ? t / 2 : 0.0;
-  }
-  // Outside the timed region: every iteration's time becomes the slowest rank's.
-  comm_.allreduce(view(times), ReduceOp::max);
-  r.time_us = median(times);
-  r.p10_us = percentile(times, 10);
-  r.p90_us = percentile(times, 90);
+  prepare(l, false, false);
+  const Timing t = time_runs(l, o, false);
+  r.iters = t.iters;
+  r.time_us = t.time_us;
+  r.p10_us = t.p10_us;
+  r.p90_us = t.p90_us;
   r.algbw_gbps = gbps(l.bytes, r.time_us);
-  r.busbw_gbps = r.algbw_gbps * busbw_factor(c, comm_.size());
+  r.busbw_gbps = r.algbw_gbps * factor;
+  if (opts_.check > 0) r.wrong = check_runs(l, o, false);
 
-  if (opts_.check) {
-    fill_input(in_, opts_.dtype, l.in_count, c, opts_.op, rank);
-    if (c == BenchColl::broadcast && rank == opts_.root)
-      fill_input(out_, opts_.dtype, l.count, c, opts_.op, rank);
-    else
-      fill_poison(out_, opts_.dtype, l.out_count);
-    comm_.barrier();
-    run_op(l, o);
-    CheckArgs a;
-    a.coll = c;
-    a.dtype = opts_.dtype;
-    a.op = opts_.op;
-    a.rank = rank;
-    a.nranks = comm_.size();
-    a.root = opts_.root;
-    a.block = l.block;
-    std::int64_t wrong = static_cast<std::int64_t>(count_wrong(out_, a));
-    comm_.allreduce(View{&wrong, 1, DataType::i64}, ReduceOp::sum);
-    r.wrong = wrong;
+  // sendrecv has no in-place form (nccl-tests' is a copy to itself).
+  if (opts_.measure_inplace() && c != BenchColl::sendrecv) {
+    try {
+      prepare(l, true, false);
+      const Timing ip = time_runs(l, o, true);
+      r.inplace.time_us = ip.time_us;
+      r.inplace.algbw_gbps = gbps(l.bytes, ip.time_us);
+      r.inplace.busbw_gbps = r.inplace.algbw_gbps * factor;
+      if (opts_.check > 0) r.inplace.wrong = check_runs(l, o, true);
+      r.inplace.measured = true;
+    } catch (const Error& e) {
+      // Refused alike on every rank before data moved (an algorithm without an in-place form).
+      if (!e.is_usage() || comm_.failed()) throw;
+    }
   }
   return r;
 }
@@ -191,7 +251,9 @@ void Runner::run(const Callbacks& cb) {
     comm_.allreduce(View{&one, 1, DataType::i64}, ReduceOp::sum);
     comm_.barrier();
   }
-  const std::vector<std::size_t> sizes = size_sweep(opts_.min_bytes, opts_.max_bytes, opts_.step_factor);
+  const std::vector<std::size_t> sizes = opts_.step_bytes > 0
+                                             ? size_sweep_linear(opts_.min_bytes, opts_.max_bytes, opts_.step_bytes)
+                                             : size_sweep(opts_.min_bytes, opts_.max_bytes, opts_.step_factor);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const Layout l = make_layout(opts_.coll, sizes[i], elem_, comm_.size());
     if (cb.on_size) cb.on_size(i, sizes.size(), l.bytes);

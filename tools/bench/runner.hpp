@@ -35,6 +35,12 @@ struct Result {
   double algbw_gbps = 0, busbw_gbps = 0;
   std::int64_t wrong = -1;  // -1: not checked
   double pred_us = -1;      // negative: no prediction
+  // The same point called in place (--inplace; nccl-tests' second column group).
+  struct InPlace {
+    bool measured = false;
+    double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;
+    std::int64_t wrong = -1;
+  } inplace;
 };
 
 // A point that could not run (the algorithm is not eligible there, ...).
@@ -67,7 +73,14 @@ class Runner {
   void run(const Callbacks& cb);
 
  private:
-  void run_op(const Layout& l, const CallOptions& o);
+  struct Timing {
+    int iters = 0;
+    double time_us = 0, p10_us = 0, p90_us = 0;
+  };
+  void run_op(const Layout& l, const CallOptions& o, bool inplace);
+  void prepare(const Layout& l, bool inplace, bool poison);
+  Timing time_runs(const Layout& l, const CallOptions& o, bool inplace);
+  std::int64_t check_runs(const Layout& l, const CallOptions& o, bool inplace);
   Result measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands);
 
   Communicator& comm_;

@@ -110,6 +110,13 @@ std::vector<std::size_t> size_sweep(std::size_t min_bytes, std::size_t max_bytes
   return sizes;
 }
 
+std::vector<std::size_t> size_sweep_linear(std::size_t min_bytes, std::size_t max_bytes, std::size_t step) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = min_bytes; b < max_bytes && step > 0; b += step) sizes.push_back(b);
+  if (min_bytes <= max_bytes && (sizes.empty() || sizes.back() != max_bytes)) sizes.push_back(max_bytes);
+  return sizes;
+}
+
 namespace {
 // Above 4 MiB a run costs milliseconds per iteration; 10 iterations still
 // give a median that survives the odd multi-millisecond stall of a shared host.

@@ -50,6 +50,8 @@ Layout make_layout(BenchColl c, std::size_t requested_bytes, std::size_t elem_si
 // min, min*f, min*f^2, ... below max, then max itself (so -e is always measured).
 // factor must be > 1 (checked by option parsing); min <= max.
 std::vector<std::size_t> size_sweep(std::size_t min_bytes, std::size_t max_bytes, double factor);
+// min, min+step, min+2 step, ... below max, then max (-i).
+std::vector<std::size_t> size_sweep_linear(std::size_t min_bytes, std::size_t max_bytes, std::size_t step);
 
 // Iterations at `bytes`: `iters` up to 4 MiB, scaled down in proportion
 // above (at least min(iters, 10)), so big sweeps stay short. Warm-up likewise,
