@@ -1,7 +1,10 @@
 #pragma once
-// --plot: time vs message size, one line per (transport, algorithm), log-log,
-// as a self-contained SVG document (no plotting library needed), so the
-// crossovers between algorithms and transports are visible at a glance.
+// --plot: a self-contained SVG document (no plotting library needed). Per
+// transport, two panels against message size (log-log): time per operation
+// and bus bandwidth, one line per algorithm (distinct colour and dash), each
+// with its p10-p90 band; the automatic pick in heavy black and the best fixed
+// algorithm per size as a wide yellow highlight beneath. Below, one panel of
+// pick/best per size and transport, with the 1.10 target marked.
 
 #include "runner.hpp"
 
