@@ -4,6 +4,7 @@
 #include "tools/bench/compare.hpp"
 #include "tools/bench/data.hpp"
 #include "tools/bench/options.hpp"
+#include "tools/bench/plot.hpp"
 #include "tools/bench/report.hpp"
 #include "tools/bench/runner.hpp"
 #include "tools/bench/stats.hpp"
@@ -623,4 +624,35 @@ TEST_CASE("calibration measures every link kind and agrees on all ranks") {
       CHECK(compute[r].reduce_gbps == compute[0].reduce_gbps);
       CHECK(compute[r].copy_gbps == compute[0].copy_gbps);
     }
+}
+
+TEST_CASE("the plot has time and bandwidth panels per transport, bands, auto, best and pick/best") {
+  std::vector<Result> rs;
+  for (const char* t : {"ucx", "gloo"})
+    for (const char* a : {"ring", "direct", "auto"})
+      for (std::size_t b : {std::size_t{8}, std::size_t{4096}, std::size_t{1} << 20}) {
+        Result r;
+        r.transport = t;
+        r.algo = a;
+        r.ran = std::string(a) == "auto" ? "direct" : a;
+        r.auto_pick = "direct";
+        r.layout.bytes = b;
+        r.time_us = (std::string(a) == "ring" ? 2.0 : 1.0) * (1 + static_cast<double>(b) / 1000);
+        r.p10_us = r.time_us * 0.9;
+        r.p90_us = r.time_us * 1.3;
+        r.busbw_gbps = static_cast<double>(b) / (r.time_us * 1e3);
+        rs.push_back(r);
+      }
+  const std::string svg = render_svg(rs, "t");
+  for (const char* panel : {"ucx: time per operation", "ucx: bus bandwidth", "gloo: time per operation",
+                            "gloo: bus bandwidth", "automatic pick / best fixed algorithm"})
+    CHECK(svg.find(panel) != std::string::npos);
+  CHECK(svg.find("<polygon") != std::string::npos);  // p10-p90 bands
+  CHECK(svg.find("best fixed algorithm per size") != std::string::npos);
+  CHECK(svg.find("auto (automatic selection)") != std::string::npos);
+  // ring and direct: different colours and dashes in the legend.
+  CHECK(svg.find("stroke-dasharray=\"7,4\"") != std::string::npos);
+  CHECK(svg.find("#0072B2") != std::string::npos);
+  CHECK(svg.find("#D55E00") != std::string::npos);
+  CHECK(render_svg({}, "t").find("no measurements") != std::string::npos);
 }
