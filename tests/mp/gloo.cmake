@@ -7,6 +7,10 @@ foreach(prog p2p timeout compare)
   target_link_libraries(comm-gloo-${prog} PRIVATE comm::comm)
   comm_set_warnings(comm-gloo-${prog})
 endforeach()
+# The comparison also runs Gloo's own allreduce, in its own context.
+find_package(Gloo CONFIG QUIET)
+target_link_libraries(comm-gloo-compare PRIVATE gloo Threads::Threads)
+target_include_directories(comm-gloo-compare SYSTEM PRIVATE ${GLOO_INCLUDE_DIRS})
 
 set(COMM_GLOO_ENV COMM_TRANSPORT=gloo)
 
@@ -37,6 +41,10 @@ endforeach()
 comm_mp_test(NAME mp_gloo_p2p_mismatch RANKS 2 LABELS mp gloo TIMEOUT 60
   ENV ${COMM_GLOO_ENV} COMMAND comm-gloo-p2p mismatch)
 
-# 16 MiB all-reduce: our ring against Gloo's own (results checked, times printed).
+# 16 MiB all-reduce: our ring against Gloo's native algorithms (results checked, times printed).
 comm_mp_test(NAME mp_gloo_compare_2 RANKS 2 LABELS mp gloo TIMEOUT 120
   ENV ${COMM_GLOO_ENV} COMMAND comm-gloo-compare 16M 10 ring native native_bcube)
+# Every algorithm against Gloo's own allreduce, side by side, 8 B - 64 KiB
+# (tools/selection-check.sh runs it to 64 MiB; times are not asserted here).
+comm_mp_test(NAME mp_gloo_compare_sweep_2 RANKS 2 LABELS mp gloo TIMEOUT 120
+  ENV ${COMM_GLOO_ENV} COMMAND comm-gloo-compare --sweep 8 64K 64 5)
