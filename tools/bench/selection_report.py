@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Reads tools/selection-check.sh's results and prints, per transport and
+size: the best fixed algorithm, what auto picked, pick/best (target <= 1.10),
+every algorithm's pred_us/measured at >= 4 KiB (target within +-25 %), and for
+gloo every algorithm against Gloo's own allreduce (target <= 2x). Where a
+sweep ran several times, each point is the median of the runs' medians."""
+import glob
+import json
+import os
+import statistics
+import sys
+
+PICK_TARGET, PRED_TOL, GLOO_TARGET, PRED_FROM = 1.10, 0.25, 2.0, 4096
+
+
+def load(out):
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(out, "*-[0-9]*.json"))):
+        variant = os.path.basename(path).rsplit("-", 1)[0]
+        with open(path) as f:
+            runs.setdefault(variant, []).append(json.load(f)["records"])
+    return runs
+
+
+def median_points(records_per_run):
+    """(algo, bytes) -> median time, pred, auto_pick (first run's), ran."""
+    times, preds, picks = {}, {}, {}
+    for records in records_per_run:
+        for r in records:
+            if r["coll"] != "allreduce":
+                continue
+            key = (r["algo"], r["bytes"])
+            times.setdefault(key, []).append(r["time_us"])
+            if r.get("pred_us") is not None:
+                preds[key] = r["pred_us"]
+            picks.setdefault(r["bytes"], r["auto_pick"])
+    return {k: statistics.median(v) for k, v in times.items()}, preds, picks
+
+
+def report_transport(variant, records_per_run):
+    times, preds, picks = median_points(records_per_run)
+    sizes = sorted({b for (_, b) in times})
+    algos = sorted({a for (a, _) in times if a != "auto"})
+    print(f"\n## {variant} ({len(records_per_run)} run(s))")
+    print(f"{'size':>10} {'best':>20} {'best_us':>10} {'auto picks':>20} {'pick/best':>9} {'auto/best':>9}"
+          f"  pred/measured >= 4 KiB (worst)")
+    ok_pick = ok_pred = n_pred = 0
+    worst_pick = (0, 0)
+    for b in sizes:
+        fixed = {a: times[(a, b)] for a in algos if (a, b) in times}
+        if not fixed:
+            continue
+        best = min(fixed, key=fixed.get)
+        pick = picks.get(b, "?")
+        ratio = fixed.get(pick, float("nan")) / fixed[best]
+        auto = times.get(("auto", b), float("nan")) / fixed[best]
+        ok_pick += ratio <= PICK_TARGET
+        worst_pick = max(worst_pick, (ratio, b))
+        pred_note = ""
+        if b >= PRED_FROM:
+            errs = [(preds[(a, b)] / fixed[a], a) for a in fixed if (a, b) in preds and preds[(a, b)] > 0]
+            for e, a in errs:
+                n_pred += 1
+                ok_pred += abs(e - 1) <= PRED_TOL
+            if errs:
+                w = max(errs, key=lambda e: abs(e[0] - 1))
+                pred_note = f"  {sum(abs(e - 1) <= PRED_TOL for e, _ in errs)}/{len(errs)} ok, worst {w[1]} {w[0]:.2f}"
+        flag = "" if ratio <= PICK_TARGET else "  <-- pick"
+        print(f"{b:>10} {best:>20} {fixed[best]:>10.2f} {pick:>20} {ratio:>9.3f} {auto:>9.3f}{pred_note}{flag}")
+    print(f"# {variant}: auto <= {PICK_TARGET}x best at {ok_pick}/{len(sizes)} sizes "
+          f"(worst {worst_pick[0]:.3f} at {worst_pick[1]} B); pred within +-{PRED_TOL:.0%} at {ok_pred}/{n_pred} "
+          f"points >= {PRED_FROM} B")
+    return ok_pick == len(sizes), ok_pred == n_pred
+
+
+def report_gloo_own(out):
+    rows = {}
+    paths = sorted(glob.glob(os.path.join(out, "gloo-own-*.txt")))
+    header = None
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("# bytes"):
+                    header = line[2:].split()
+                elif line.strip() and not line.startswith("#"):
+                    v = line.split()
+                    rows.setdefault(int(v[0]), []).append([float(x) for x in v[1:]])
+    if not rows or not header:
+        return None
+    names = header[2:-3]  # bytes, own_us, then <algo>_us ..., then three ratios
+    print(f"\n## gloo against Gloo's own allreduce, side by side ({len(paths)} run(s); target <= {GLOO_TARGET}x)")
+    print(f"{'size':>10} {'own_us':>10} {'worst':>20} {'worst/own':>9} {'native/own':>10} {'auto/own':>9}")
+    ok = 0
+    for b in sorted(rows):
+        med = [statistics.median(col) for col in zip(*rows[b])]  # own_us, <algo>_us ..., ratios
+        own, ours = med[0], dict(zip(names, med[1:1 + len(names)]))
+        worst = max(ours, key=ours.get)
+        r = ours[worst] / own
+        ok += r <= GLOO_TARGET
+        print(f"{b:>10} {own:>10.2f} {worst[:-3]:>20} {r:>9.3f} {ours.get('native_us', float('nan')) / own:>10.3f} "
+              f"{ours.get('auto_us', float('nan')) / own:>9.3f}{'' if r <= GLOO_TARGET else '  <--'}")
+    print(f"# gloo: every algorithm <= {GLOO_TARGET}x Gloo's own at {ok}/{len(rows)} sizes")
+    return ok == len(rows)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "results/selection"
+    runs = load(out)
+    if not runs:
+        sys.exit(f"selection_report: no comm-bench JSON in {out}")
+    verdicts = {v: report_transport(v, r) for v, r in runs.items()}
+    gloo = report_gloo_own(out)
+    print("\n# verdict")
+    for v, (pick, pred) in verdicts.items():
+        print(f"#   {v:8} auto<=1.10x best: {'PASS' if pick else 'FAIL'}   pred +-25%: {'PASS' if pred else 'FAIL'}")
+    if gloo is not None:
+        print(f"#   gloo     <= 2x Gloo's own: {'PASS' if gloo else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
