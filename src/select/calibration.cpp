@@ -55,20 +55,38 @@ std::uint64_t tag_of(std::size_t kind_index, std::uint64_t n) {
 
 // Measures the link to `peer` (this rank and the peer both call it) and
 // returns {alpha, beta, threshold, extra, beta_large, receiver_copies, 8 B exchange}.
-std::vector<double> measure_kind(Transport& t, int peer, std::size_t kind_index, LinkKind kind,
-                                 std::chrono::milliseconds timeout) {
+std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer, std::size_t kind_index,
+                                 LinkKind kind, std::chrono::milliseconds timeout) {
   std::uint64_t n = 0;
   const auto t0 = Clock::now();
   calib::ExchangeBuffers small(kLargeBytes, 1);
   calib::exchange_times(t, peer, peer, kLadder[0], small, 1, kWarmup, 0, tag_of(kind_index, n++), timeout);
+  // Every exchange isolated, and each iteration's time the slower rank's: as
+  // comm-bench (and a job's critical path) sees a collective step.
+  std::vector<double> all;
+  for (int round = 0; round < kRounds; ++round)
+    for (const std::size_t bytes : kLadder) {
+      const int iters = bytes >= kBigFrom ? kBigPerRound : kSmallPerRound;
+      const auto ts = calib::exchange_times(t, peer, peer, bytes, small, 1, 0, iters, tag_of(kind_index, n++),
+                                            timeout, true);
+      all.insert(all.end(), ts.begin(), ts.end());
+    }
+  calib::ExchangeBuffers big(kLargeBytes, kBigWindows);
+  const auto streamed_times = calib::exchange_times(t, peer, peer, kLargeBytes, big, kBigWindows, 2, kStreamIters,
+                                                    tag_of(kind_index, n++), timeout, true);
+  all.insert(all.end(), streamed_times.begin(), streamed_times.end());
+  all = calib::slower_of_pair(store, "calibration/pair/" + std::string(to_string(kind)) + "/", rank, peer, all,
+                              timeout);
   std::vector<std::vector<double>> times(std::size(kLadder));
+  std::size_t at = 0;
   for (int round = 0; round < kRounds; ++round)
     for (std::size_t i = 0; i < std::size(kLadder); ++i) {
-      const int iters = kLadder[i] >= kBigFrom ? kBigPerRound : kSmallPerRound;
-      const auto ts = calib::exchange_times(t, peer, peer, kLadder[i], small, 1, 0, iters, tag_of(kind_index, n++),
-                                            timeout);
-      times[i].insert(times[i].end(), ts.begin(), ts.end());
+      const auto iters = static_cast<std::size_t>(kLadder[i] >= kBigFrom ? kBigPerRound : kSmallPerRound);
+      times[i].insert(times[i].end(), all.begin() + static_cast<std::ptrdiff_t>(at),
+                      all.begin() + static_cast<std::ptrdiff_t>(at + iters));
+      at += iters;
     }
+  const double streamed = calib::robust_median({all.begin() + static_cast<std::ptrdiff_t>(at), all.end()});
   std::vector<std::pair<std::size_t, double>> samples;
   for (std::size_t i = 0; i < std::size(kLadder); ++i) {
     samples.emplace_back(kLadder[i], calib::robust_median(times[i]));
@@ -77,9 +95,6 @@ std::vector<double> measure_kind(Transport& t, int peer, std::size_t kind_index,
   }
   const LinkFit fit = fit_link(samples);
   const auto t1 = Clock::now();
-  calib::ExchangeBuffers big(kLargeBytes, kBigWindows);
-  const double streamed = calib::robust_median(calib::exchange_times(
-      t, peer, peer, kLargeBytes, big, kBigWindows, 2, kStreamIters, tag_of(kind_index, n++), timeout));
   const double handshake = kLargeBytes > fit.rndv_threshold_bytes ? fit.rndv_extra_us : 0.0;
   const double big_us = std::max(streamed - fit.alpha_us - handshake, 1e-3);
   const double beta_large = std::min(static_cast<double>(kLargeBytes) / (big_us * 1e3), fit.beta_gbps);
@@ -90,8 +105,8 @@ std::vector<double> measure_kind(Transport& t, int peer, std::size_t kind_index,
   const bool receiver_copies = ov.both_us > std::max(exchange, ov.reduce_us) + 0.5 * std::min(exchange, ov.reduce_us);
   COMM_DEBUG("calibration: " << to_string(kind) << " 1 MiB exchange " << exchange << " us, reduce " << ov.reduce_us
                              << " us, both at once " << ov.both_us << " us; took " << calib::micros(t1 - t0) / 1e3
-                             << " ms (ladder) + " << calib::micros(t2 - t1) / 1e3 << " ms (streamed) + "
-                             << calib::micros(Clock::now() - t2) / 1e3 << " ms (overlap)");
+                             << " ms (ladder, streamed) + " << calib::micros(Clock::now() - t2) / 1e3
+                             << " ms (overlap)");
   return {fit.alpha_us, fit.beta_gbps, static_cast<double>(fit.rndv_threshold_bytes), fit.rndv_extra_us, beta_large,
           receiver_copies ? 1.0 : 0.0, samples.front().second};
 }
@@ -302,7 +317,7 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, Lin
     if (a < 0) continue;
     const std::string key = "calibration/link/" + std::string(to_string(kind));
     if (rank == a || rank == b) {
-      const std::vector<double> v = measure_kind(transport, rank == a ? b : a, k, kind, timeout);
+      const std::vector<double> v = measure_kind(transport, store, rank, rank == a ? b : a, k, kind, timeout);
       if (rank == a) store.set(key, calib::encode(v));
     }
     // Everyone (the pair included) waits for the published result, which also

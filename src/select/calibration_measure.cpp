@@ -14,6 +14,8 @@ namespace comm::calib {
 namespace {
 
 constexpr int kOverlapWarmup = 2;
+// Tag bit of the empty exchanges that isolate timed ones (below the tag kind bits).
+constexpr std::uint64_t kSyncBit = std::uint64_t{1} << 40;
 
 double at_fraction(const std::vector<double>& sorted, double f) {
   const double pos = f * static_cast<double>(sorted.size() - 1);
@@ -61,11 +63,17 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
 
 std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t bytes, ExchangeBuffers& buffers,
                                    std::size_t windows, int warmup, int iters, std::uint64_t tag,
-                                   std::chrono::milliseconds timeout) {
+                                   std::chrono::milliseconds timeout, bool isolated) {
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(iters));
   const auto deadline = Clock::now() + timeout;
   for (int i = 0; i < warmup + iters; ++i) {
+    if (isolated) {
+      Completion s0, r0;
+      t.irecv(from, tag | kSyncBit, nullptr, 0, r0);
+      t.isend(to, tag | kSyncBit, nullptr, 0, s0);
+      wait_all(t, {&s0, &r0}, from, deadline, timeout, i < warmup);
+    }
     Completion s, r;
     const std::size_t at = static_cast<std::size_t>(i) % windows * bytes;
     const auto t0 = Clock::now();
@@ -75,6 +83,15 @@ std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t b
     if (i >= warmup) times.push_back(micros(Clock::now() - t0));
   }
   return times;
+}
+
+std::vector<double> slower_of_pair(Store& store, const std::string& key, int rank, int peer,
+                                   const std::vector<double>& times, std::chrono::milliseconds timeout) {
+  store.set(key + std::to_string(rank), encode(times));
+  const std::string k = key + std::to_string(peer);
+  std::vector<double> theirs = decode(store.get(k, timeout), k, times.size());
+  for (std::size_t i = 0; i < times.size(); ++i) theirs[i] = std::max(theirs[i], times[i]);
+  return theirs;
 }
 
 Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,

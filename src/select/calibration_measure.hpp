@@ -39,14 +39,23 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
 // so windows > 1 streams the data from memory. `warmup` untimed exchanges
 // poll without sleeping first: right after creation two ranks that both
 // sleep between messages can settle into a wake-up per message, which is not
-// what a running job sees.
+// what a running job sees. isolated: an untimed empty exchange precedes each
+// one (as a barrier precedes each timed collective), so no exchange overlaps
+// the previous one's tail (Gloo's rendezvous hides a whole latency when they do).
 struct ExchangeBuffers {
   std::vector<std::byte> out, in;
   ExchangeBuffers(std::size_t bytes, std::size_t windows) : out(bytes * windows, std::byte{0x5a}), in(bytes * windows) {}
 };
 std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t bytes, ExchangeBuffers& buffers,
                                    std::size_t windows, int warmup, int iters, std::uint64_t tag,
-                                   std::chrono::milliseconds timeout);
+                                   std::chrono::milliseconds timeout, bool isolated = false);
+
+// Elementwise maximum of this rank's and `peer`'s `times` (the same
+// iterations, in the same order), through the store under `key`: a collective
+// lasts until its slower rank is done, and the slower of two noisy ranks is
+// slower than either alone.
+std::vector<double> slower_of_pair(Store& store, const std::string& key, int rank, int peer,
+                                   const std::vector<double>& times, std::chrono::milliseconds timeout);
 
 // Robust-median times (µs) of a reduce of `bytes` alone and of an exchange
 // of `bytes` with `peer` while the same reduce runs: whether the link's data
