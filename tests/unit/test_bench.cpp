@@ -1,6 +1,7 @@
 // comm-bench internals (statistics, busbw factors, layouts, option parsing,
 // JSON output, reference data), the tuning file, and start-up calibration.
 
+#include "select_fixtures.hpp"
 #include "tools/bench/compare.hpp"
 #include "tools/bench/data.hpp"
 #include "tools/bench/options.hpp"
@@ -573,33 +574,13 @@ TEST_CASE("the agreed tuning file is rank 0's, on every rank") {
 
 TEST_CASE("calibration measures every link kind and agrees on all ranks") {
   constexpr int n = 3;
-  auto store = make_memory_store();
   LinkMatrix result[n];
   ComputeParams compute[n];
-  std::exception_ptr error;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Config cfg;
-        cfg.rank = r;
-        cfg.world_size = n;
-        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
-        LinkMatrix m;
-        m.n = n;
-        for (int a = 0; a < n; ++a)
-          for (int b = 0; b < n; ++b) m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0, 1, "self"}
-                                                               : LinkInfo{LinkKind::shm, 100, 0.001, "nominal"});
-        calibrate_links(*t, *store, r, n, m, compute[r], std::chrono::seconds(30));
-        result[r] = m;
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!error) error = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  test::run_transports(n, Config{}, [&](int r, Transport& t, Store& store, const Config&) {
+    LinkMatrix m = test::uniform_links(n, LinkKind::shm, 100, 0.001, "nominal");
+    calibrate_links(t, store, r, n, m, compute[r], std::chrono::seconds(30));
+    result[r] = m;
+  });
   const LinkInfo& l = result[0].at(0, 1);
   CHECK(l.alpha_us > 0);
   CHECK(l.alpha_us < 100);  // replaced by a measurement of threads exchanging 8 B

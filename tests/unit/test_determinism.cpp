@@ -7,6 +7,7 @@
 #include "tests/deterministic_values.hpp"
 #include "select/determinism.hpp"
 #include "select/selector.hpp"
+#include "select_fixtures.hpp"
 
 #include <doctest/doctest.h>
 
@@ -28,14 +29,7 @@ const algo::Algorithm& algorithm(Collective c, std::string_view name) {
   return *a;
 }
 
-LinkMatrix shm_links(int n) {
-  LinkMatrix m;
-  m.n = n;
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0.1, 10, "self"} : LinkInfo{LinkKind::shm, 0.7, 7, "shm"});
-  return m;
-}
+LinkMatrix shm_links(int n) { return test::uniform_links(n, LinkKind::shm, 0.7, 7, "shm"); }
 
 }  // namespace
 

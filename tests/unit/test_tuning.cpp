@@ -3,6 +3,7 @@
 // native collectives (select/tuning.hpp, select/native_profile.hpp).
 #include "select/tuning.hpp"
 #include "select/tuning_file.hpp"
+#include "select_fixtures.hpp"
 
 #include <comm/comm.hpp>
 
@@ -21,14 +22,7 @@ using namespace comm;
 
 namespace {
 
-LinkMatrix nominal(int n) {
-  LinkMatrix m;
-  m.n = n;
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0, 1, "self"} : LinkInfo{LinkKind::shm, 100, 0.001, "local"});
-  return m;
-}
+LinkMatrix nominal(int n) { return test::uniform_links(n, LinkKind::shm, 100, 0.001, "local"); }
 
 struct RankResult {
   LinkMatrix links;
@@ -38,31 +32,12 @@ struct RankResult {
 
 // tune_figures on n threads over the local transport, as creation runs it.
 std::vector<RankResult> tune(int n, const Config& base) {
-  auto store = make_memory_store();
   std::vector<RankResult> out(static_cast<std::size_t>(n));
-  std::exception_ptr error;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Config cfg = base;
-        cfg.rank = r;
-        cfg.world_size = n;
-        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
-        RankResult& mine = out[static_cast<std::size_t>(r)];
-        mine.links = nominal(n);
-        mine.outcome = tune_figures(*t, *store, r, n, cfg, mine.links, mine.compute);
-        // Keep this rank's transport until every rank is done with it, as a communicator would.
-        store->add("done", 1);
-        while (store->add("done", 0) < n) std::this_thread::yield();
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!error) error = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  test::run_transports(n, base, [&](int r, Transport& t, Store& store, const Config& cfg) {
+    RankResult& mine = out[static_cast<std::size_t>(r)];
+    mine.links = nominal(n);
+    mine.outcome = tune_figures(t, store, r, n, cfg, mine.links, mine.compute);
+  });
   return out;
 }
 

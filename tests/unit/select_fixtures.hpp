@@ -1,0 +1,61 @@
+#pragma once
+// Helpers of the selection tests: a uniform link matrix, and ranks as threads
+// that each own a `local` transport (what calibration and tuning drive).
+
+#include "select/cost_model.hpp"
+
+#include <comm/comm.hpp>
+
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace comm::test {
+
+// n x n: self links on the diagonal, `kind` with alpha/beta everywhere else.
+inline LinkMatrix uniform_links(int n, LinkKind kind, double alpha, double beta, const std::string& detail = "test") {
+  LinkMatrix m;
+  m.n = n;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      m.links.push_back(a == b ? LinkInfo{LinkKind::self, 0, 1, "self"} : LinkInfo{kind, alpha, beta, detail});
+  return m;
+}
+
+// Runs body(rank, transport, store) on n threads, each with its own `local`
+// transport over one memory store; transports live until every rank's body
+// returned (as communicators would). Rethrows the first exception.
+inline void run_transports(int n, const Config& base,
+                           const std::function<void(int, Transport&, Store&, const Config&)>& body) {
+  auto store = make_memory_store();
+  std::exception_ptr error;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Config cfg = base;
+        cfg.rank = r;
+        cfg.world_size = n;
+        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
+        try {
+          body(r, *t, *store, cfg);
+        } catch (...) {
+          store->add("test/done", 1);
+          throw;
+        }
+        store->add("test/done", 1);
+        while (store->add("test/done", 0) < n) std::this_thread::yield();
+      } catch (...) {
+        std::lock_guard lk(mu);
+        if (!error) error = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace comm::test
