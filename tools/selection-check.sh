@@ -45,7 +45,7 @@ for variant in $transports; do
     env "${vars[@]}" XDG_CACHE_HOME="$PWD/$cache" COMM_LOG=info "$build"/bin/commrun -n 2 -- \
       "$build"/bin/comm-bench --transport "$t" --coll allreduce --algo all -b 8 -e "$max" -f 4 -n "$iters" --quiet \
       --json "$out/$variant-$run.json" >"$out/$variant-$run.txt" 2>"$out/$variant-$run.log"
-    grep -h "figures:" "$out/$variant-$run.log" | head -1 >&2 || true
+    grep -h "init: tuning:" "$out/$variant-$run.log" | head -1 >&2 || true
     if [ "$t" = gloo ]; then
       env XDG_CACHE_HOME="$PWD/$cache" COMM_TRANSPORT=gloo "$build"/bin/commrun -n 2 --bind none --no-prefix -- \
         "$build"/bin/comm-gloo-compare --sweep 8 "$max" 4 "$iters" | grep -v '^\[r' >"$out/gloo-own-$run.txt"

@@ -12,16 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <comm/version.hpp>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#ifndef COMM_VERSION_TEXT
-#error "COMM_VERSION_TEXT (the project version) is set by CMakeLists.txt"
-#endif
 
 namespace comm {
 namespace {
@@ -165,7 +163,7 @@ std::string local_fingerprint() {
   cpu_set_t allowed;
   const int may_use = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : -1;
   std::ostringstream os;
-  os << host << "|comm " << COMM_VERSION_TEXT << "|cpu " << first_line_with("/proc/cpuinfo", "model name") << "|online "
+  os << host << "|comm " << version() << "|cpu " << first_line_with("/proc/cpuinfo", "model name") << "|online "
      << ::sysconf(_SC_NPROCESSORS_ONLN) << "|allowed " << may_use << "|libs " << loaded_libraries();
   return os.str();
 }
