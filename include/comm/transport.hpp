@@ -13,6 +13,7 @@
 
 #include <comm/buffer.hpp>
 #include <comm/config.hpp>
+#include <comm/direct.hpp>
 #include <comm/error.hpp>
 #include <comm/export.hpp>
 #include <comm/peers.hpp>
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -159,6 +161,53 @@ class COMM_API StreamEngine {
                        ReduceOp op, int world_size, std::uint64_t sequence, void* stream) = 0;
 };
 
+/// One condition a direct-memory wait is for: `rank`'s flag (of the slot
+/// waited on) has reached `value` (see comm/direct.hpp).
+struct FlagWait {
+  int rank = -1;
+  std::uint64_t value = 0;
+};
+
+/// Shape of the windows a DirectMemory offers.
+struct DirectMemoryInfo {
+  MemoryKind memory = MemoryKind::host;  ///< where windows live (host: shared memory; cuda: device memory)
+  std::size_t window_bytes = 0;          ///< bytes of one window slot, its flag word included
+  unsigned slots = 2;                    ///< slots per window: call seq uses slot seq % slots
+};
+
+/// Optional: peer memory. Every rank of the group has mapped every other
+/// rank's windows, so collectives can run as direct-memory programs
+/// (comm/direct.hpp) instead of messages. A host implementation (transport
+/// `shm`) returns host addresses, and the core's CPU executor runs programs
+/// over them, calling signal() and wait(); a device implementation (CUDA IPC)
+/// returns device addresses and runs programs as kernels that set and poll the
+/// same flag words, its signal()/wait() enqueueing the flag store and the
+/// flag wait on `stream` (cuStreamWriteValue64 / cuStreamWaitValue64 >=).
+///
+/// Owned by its transport, valid as long as it. Threading: one thread at a
+/// time drives it (the communicator's), except that the transport's
+/// interrupt() may be called from any thread and wakes wait().
+class COMM_API DirectMemory {
+ public:
+  virtual ~DirectMemory();
+  virtual DirectMemoryInfo info() const noexcept = 0;
+  /// Start of `rank`'s window slot `slot` as mapped in this process (its first
+  /// kDirectFlagBytes are the slot's flag word). Other ranks' windows are for
+  /// reading only; writing this rank's own is what publishing means.
+  virtual std::byte* window(int rank, unsigned slot) const noexcept = 0;
+  /// Stores `value` into this rank's flag of `slot` with release semantics and
+  /// wakes any rank asleep waiting for it. Never blocks. Device memory: enqueued on `stream`.
+  virtual void signal(unsigned slot, std::uint64_t value, void* stream) noexcept = 0;
+  /// Returns once every flag in `waits` (of slot `slot`) has reached its value,
+  /// with acquire semantics. Host memory: spins briefly, then yields, then
+  /// sleeps; never past `deadline`. Throws comm::Error: peer_failed naming a
+  /// rank that died or left while it was awaited (or that another rank saw
+  /// die), timeout naming the ranks that had not arrived by `deadline`, aborted
+  /// after Transport::interrupt(). Device memory: enqueued on `stream`, returns at once.
+  virtual void wait(unsigned slot, std::span<const FlagWait> waits, std::chrono::steady_clock::time_point deadline,
+                    void* stream) = 0;
+};
+
 class COMM_API Transport {
  public:
   virtual ~Transport();
@@ -194,6 +243,8 @@ class COMM_API Transport {
   /// Optional capabilities: nullptr when not offered.
   virtual NativeCollectives* native() noexcept { return nullptr; }
   virtual StreamEngine* stream_engine() noexcept { return nullptr; }
+  /// Peer memory shared by all ranks of the group (see DirectMemory).
+  virtual DirectMemory* direct() noexcept { return nullptr; }
 };
 
 /// What a transport factory receives. `store` is private to this

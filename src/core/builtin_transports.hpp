@@ -25,6 +25,9 @@ void set_default_store_scheme(std::string transport, std::string scheme);
 std::string default_store_scheme(std::string_view transport);
 
 void register_local_transport();
+#if COMM_HAVE_SHM
+void register_shm_transport();
+#endif
 #if COMM_HAVE_UCX
 void register_ucx_transport();
 #endif

@@ -20,11 +20,12 @@ namespace comm {
 Transport::~Transport() = default;
 NativeCollectives::~NativeCollectives() = default;
 StreamEngine::~StreamEngine() = default;
+DirectMemory::~DirectMemory() = default;
 
 namespace {
 
 // Names a user may ask for that this build can know about even when absent.
-constexpr std::string_view kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl", "mpi"};
+constexpr std::string_view kKnownTransports[] = {"local", "shm", "ucx", "ofi", "gloo", "nccl", "mpi"};
 
 struct Registry {
   std::mutex mu;
@@ -35,6 +36,11 @@ struct Registry {
 
   Registry() {
     pending.push_back(register_local_transport);
+#if COMM_HAVE_SHM
+    pending.push_back(register_shm_transport);
+#else
+    unavailable["shm"] = "this build of comm has no shm transport (it needs Linux; configure without COMM_WITH_SHM=OFF)";
+#endif
 #if COMM_HAVE_UCX
     pending.push_back(register_ucx_transport);
 #else

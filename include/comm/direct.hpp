@@ -1,0 +1,97 @@
+#pragma once
+/// \file direct.hpp
+/// Direct-memory programs: how the ranks of one host run a collective with
+/// loads and stores on each other's memory instead of messages. Every rank
+/// owns windows that the others have mapped (POSIX shared memory for host
+/// buffers, CUDA IPC for device buffers); a rank writes only its own window
+/// and its own flag, reads anyone's, and orders the two with sequence-numbered
+/// flags. An algorithm is described as one straight-line program per rank of
+/// four kinds of operation — copy, reduce, signal, wait — so that
+///  - the CPU executor of the core runs it over host windows,
+///  - the cost model simulates all ranks' programs to predict its time, and
+///  - a device executor (CUDA IPC) runs the very same program as a kernel.
+///
+/// Flags. Every window slot begins with one 64-bit flag word, written only by
+/// its owner and never reset: call number `seq` (counted per communicator over
+/// direct-memory calls, identical on every rank) uses slot seq % slots, and a
+/// signal with step k stores direct_flag(seq, k). Values only grow, so a wait
+/// is "flag >= value" and a late reader can never mistake an old call for the
+/// current one. Data placed right after the flag word (offset 8) shares its
+/// cache line, so for the smallest messages one cache-line transfer carries
+/// both the data and its flag.
+///
+/// Slots. A rank's program for call seq touches only slot seq % slots of every
+/// window. Reusing a slot two calls later is safe without a trailing barrier
+/// because every program is either *synced* (each rank waited, directly or
+/// through another rank, on a signal every other rank issued in this call,
+/// which that rank issued after finishing its reads of the previous call), or
+/// the executor makes the next call wait for one signal of every peer of this
+/// call before it writes anything (DirectProgram::synced says which).
+///
+/// Programs are plain data, immutable once built, safe to share between threads.
+
+#include <comm/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace comm {
+
+/// Bits of a flag value below the call number: a program has fewer than 2^24 steps.
+inline constexpr int kDirectStepBits = 24;
+/// The flag value of `step` (1-based) of direct-memory call `seq`.
+constexpr std::uint64_t direct_flag(std::uint64_t seq, std::uint32_t step) noexcept {
+  return (seq << kDirectStepBits) | step;
+}
+/// Bytes at the start of a window slot that hold its flag word; data may start here.
+inline constexpr std::size_t kDirectFlagBytes = 8;
+
+/// Where an operand lives.
+enum class DirectSpace : std::uint8_t {
+  input,   ///< the caller's input buffer
+  output,  ///< the caller's output buffer
+  window,  ///< `rank`'s window, in the slot of the current call
+};
+
+/// A byte position in one of the spaces.
+struct DirectRef {
+  DirectSpace space = DirectSpace::input;
+  int rank = -1;            ///< owner of the window (window only)
+  std::size_t offset = 0;   ///< bytes from the start of the buffer or window slot
+};
+
+enum class DirectOpKind : std::uint8_t {
+  copy,    ///< dst[0, bytes) = src[0, bytes)
+  reduce,  ///< dst = srcs[0] (op) srcs[1] (op) ... in that order (elementwise, the call's op);
+           ///< also written to dst2 when has_dst2. Sources may include dst itself only as srcs[0].
+  signal,  ///< this rank's flag := direct_flag(seq, step), with release: everything this rank
+           ///< wrote before is visible to whoever sees the flag
+  wait,    ///< until `rank`'s flag >= direct_flag(seq, step), with acquire
+};
+
+/// One operation of a rank's program.
+struct DirectOp {
+  DirectOpKind kind = DirectOpKind::copy;
+  int rank = -1;                ///< wait: whose flag
+  std::uint32_t step = 0;       ///< signal/wait: 1-based step within the call
+  std::uint32_t first_src = 0;  ///< copy/reduce: index into DirectProgram::srcs
+  std::uint32_t num_srcs = 0;   ///< copy: 1; reduce: at least 2
+  bool has_dst2 = false;        ///< reduce: also store the result at dst2
+  std::size_t bytes = 0;        ///< copy/reduce extent (a multiple of the element size)
+  DirectRef dst;
+  DirectRef dst2;
+};
+
+/// One rank's program for one call (see the file comment).
+struct DirectProgram {
+  std::vector<DirectOp> ops;
+  std::vector<DirectRef> srcs;
+  std::size_t window_bytes = 0;  ///< bytes of this rank's window slot it writes (flag word included)
+  std::uint32_t steps = 0;       ///< signals it issues (at least 1)
+  /// This rank has waited, directly or transitively, on a signal of this call from every other
+  /// rank (see "Slots" above). Set by the engine from all ranks' programs.
+  bool synced = false;
+};
+
+}  // namespace comm

@@ -1,0 +1,26 @@
+# shm transport (label `shm`): the shared collective suite over the segment on
+# 2, 3, 4, 6 and 8 ranks (oversubscribed on this 2-core machine: the quick
+# suite from 4 up), with cross-memory reads and without (streamed rendezvous),
+# and the fault test: rank 1 dies inside its 5th all-reduce; the others must
+# fail naming it, and nothing of the job may remain in /dev/shm.
+set(COMM_SHM_ENV COMM_TRANSPORT=shm)
+
+foreach(n 2 3)
+  comm_mp_test(NAME mp_shm_suite_${n} RANKS ${n} LABELS mp shm TIMEOUT 300
+    ENV ${COMM_SHM_ENV} COMMAND comm-mp-suite)
+endforeach()
+foreach(n 4 6 8)
+  comm_mp_test(NAME mp_shm_suite_${n} RANKS ${n} LABELS mp shm TIMEOUT 300
+    ENV ${COMM_SHM_ENV} COMMAND comm-mp-suite --quick)
+endforeach()
+comm_mp_test(NAME mp_shm_suite_nocma_2 RANKS 2 LABELS mp shm TIMEOUT 300
+  ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMMAND comm-mp-suite)
+foreach(mode kill linger)
+  set(extra)
+  if(mode STREQUAL "linger")
+    set(extra --linger)
+  endif()
+  comm_mp_test(NAME mp_shm_fault_${mode}_3 RANKS 3 LABELS mp shm TIMEOUT 120
+    ENV ${COMM_SHM_ENV} COMMRUN_ARGS --allow-fail 1
+    COMMAND comm-mp-suite --kill-rank 1 --kill-after 5 ${extra})
+endforeach()

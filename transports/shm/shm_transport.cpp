@@ -1,0 +1,194 @@
+#include "shm_transport.hpp"
+
+#include "util/log.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <cstdlib>
+#include <sched.h>
+
+namespace comm {
+namespace shm {
+namespace {
+
+// A setting from Config::transport_options (key) or else the environment (var).
+struct Raw {
+  std::string text;
+  std::string name;  // what to call it in errors
+};
+
+std::optional<Raw> lookup(const Config& config, const char* key, const char* var) {
+  if (auto it = config.transport_options.find(key); it != config.transport_options.end())
+    return Raw{it->second, std::string("transport option ") + key};
+  if (const char* v = std::getenv(var); v && *v) return Raw{v, var};
+  return std::nullopt;
+}
+
+long parse_count(const Raw& r, long max) {
+  long x = 0;
+  const auto [end, ec] = std::from_chars(r.text.data(), r.text.data() + r.text.size(), x);
+  if (ec != std::errc{} || end != r.text.data() + r.text.size() || x < 0 || x > max)
+    throw Error(ErrorCode::invalid_config, r.name + " = '" + r.text + "' is not valid: expected an integer from 0 to " +
+                                               std::to_string(max));
+  return x;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+std::string join(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+Settings Settings::from(const Config& config, int local_ranks) {
+  Settings s;
+  if (auto r = lookup(config, "shm.size", "COMM_SHM_SIZE")) s.size = parse_bytes(r->text, r->name);
+  if (local_ranks > usable_cpus()) s.wait.spin = std::chrono::nanoseconds(0);  // a spinner holds a core a peer needs
+  if (auto r = lookup(config, "shm.spin_us", "COMM_SHM_SPIN_US"))
+    s.wait.spin = std::chrono::microseconds(parse_count(*r, 10'000'000));
+  if (auto r = lookup(config, "shm.yield_us", "COMM_SHM_YIELD_US"))
+    s.wait.yield = std::chrono::microseconds(parse_count(*r, 10'000'000));
+  if (auto r = lookup(config, "shm.cma", "COMM_SHM_CMA")) s.cma = parse_count(*r, 1) == 1;
+  return s;
+}
+
+ShmTransport::ShmTransport(const TransportInit& init, const Settings& settings)
+    : rank_(init.rank), size_(init.size) {
+  const auto timeout = init.config ? init.config->timeout : std::chrono::milliseconds(60'000);
+  const std::string what = init.config && init.config->transport_options.count("shm.size")
+                               ? "transport option shm.size"
+                               : "COMM_SHM_SIZE";
+  const Layout layout = Layout::compute(size_, settings.size, what);
+  segment_ = Segment::attach(*init.store, rank_, layout, timeout);
+  sync_ = std::make_unique<Sync>(segment_, rank_, settings.wait);
+  p2p_ = std::make_unique<P2p>(segment_, *sync_, rank_, P2pOptions{settings.cma});
+  // Every rank's probe word is published before anyone probes.
+  init.store->set("shm/probe/" + std::to_string(rank_), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back("shm/probe/" + std::to_string(r));
+  init.store->wait(keys, timeout);
+  p2p_->probe_peers();
+  COMM_INFO("shm: rank " << rank_ << " of " << size_ << " on segment " << segment_.name() << " ("
+                         << layout.total << " B, windows of " << layout.window_bytes << " B, rings of "
+                         << layout.ring_bytes << " B" << (size_ > 1 && p2p_->cma((rank_ + 1) % size_)
+                                                              ? ", cross-memory reads on"
+                                                              : "") << ")");
+}
+
+ShmTransport::~ShmTransport() {
+  p2p_.reset();
+  sync_.reset();
+  segment_.close();
+}
+
+TransportCaps ShmTransport::caps() const noexcept {
+  TransportCaps c;
+  c.host_memory = true;
+  c.can_block = true;
+  c.peer_failure_detection = true;
+  return c;
+}
+
+LinkInfo ShmTransport::link(int peer) const {
+  return shm_link(peer == rank_, p2p_->eager_limit(), peer != rank_ && p2p_->cma(peer));
+}
+
+void ShmTransport::isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
+  p2p_->isend(peer, tag, data, bytes, c);
+}
+
+void ShmTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
+  p2p_->irecv(peer, tag, data, bytes, c);
+}
+
+void ShmTransport::wait(std::chrono::steady_clock::time_point deadline) {
+  // Return about every millisecond once spinning is over (and after every
+  // sleep), so that the caller's progress() checks peers' liveness.
+  bool poke = false;
+  sync_->wait_until([&] { return poke || p2p_->has_work(); }, [&] { poke = true; }, deadline);
+}
+
+// ---- DirectMemory -------------------------------------------------------------
+
+DirectMemoryInfo ShmTransport::info() const noexcept {
+  return {MemoryKind::host, segment_.layout().window_bytes, kSlots};
+}
+
+void ShmTransport::signal(unsigned slot, std::uint64_t value, void*) noexcept {
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(window(rank_, slot)))
+      .store(value, std::memory_order_release);
+  sync_->wake_sleepers();
+}
+
+void ShmTransport::wait(unsigned slot, std::span<const FlagWait> waits, std::chrono::steady_clock::time_point deadline,
+                        void*) {
+  auto ready = [&] {
+    for (const FlagWait& w : waits)
+      if (flag(w.rank, slot) < w.value) return false;
+    return true;
+  };
+  switch (sync_->wait_until(ready, [&] { check_direct_peers(slot, waits); }, deadline)) {
+    case WaitOutcome::ready: return;
+    case WaitOutcome::timeout: fail_direct_wait(slot, waits);
+    case WaitOutcome::interrupted:
+      throw Error(ErrorCode::aborted, "shm: rank " + std::to_string(rank_) + " was interrupted (abort) while waiting");
+  }
+}
+
+void ShmTransport::fail_direct_wait(unsigned slot, std::span<const FlagWait> waits) const {
+  std::vector<int> behind;
+  for (const FlagWait& w : waits)
+    if (flag(w.rank, slot) < w.value) behind.push_back(w.rank);
+  throw Error(ErrorCode::timeout, "shm: rank " + std::to_string(rank_) + " timed out waiting for rank(s) " +
+                                      join(behind) + ", which had not arrived");
+}
+
+void ShmTransport::check_direct_peers(unsigned slot, std::span<const FlagWait> waits) {
+  for (const FlagWait& w : waits) {
+    if (flag(w.rank, slot) >= w.value || segment_.alive(w.rank)) continue;
+    if (flag(w.rank, slot) >= w.value) continue;  // it signalled, then went
+    if (segment_.control(w.rank).state.load(std::memory_order_acquire) != RankState::departed) {
+      segment_.post_obituary(w.rank, rank_);
+      sync_->wake_sleepers();
+    }
+    throw Error(ErrorCode::peer_failed, "shm: rank " + std::to_string(w.rank) + " " + segment_.why_gone(w.rank) +
+                                            " while rank " + std::to_string(rank_) + " waited for it");
+  }
+  if (std::string obit = segment_.obituary(); !obit.empty())
+    throw Error(ErrorCode::peer_failed, "shm: " + obit + ", so this operation cannot complete");
+}
+
+}  // namespace shm
+
+namespace {
+
+std::unique_ptr<Transport> create_shm(const TransportInit& init) {
+  const PeerTable& peers = *init.peers;
+  if (peers.num_hosts() > 1) {
+    std::string hosts = peers.describe();
+    while (!hosts.empty() && hosts.back() == '\n') hosts.pop_back();
+    for (auto& ch : hosts)
+      if (ch == '\n') ch = ';';
+    throw Error(ErrorCode::invalid_config,
+                "transport 'shm' joins the ranks of one host, but this group of " + std::to_string(init.size) +
+                    " ranks spans " + std::to_string(peers.num_hosts()) + " hosts (" + hosts +
+                    "); use ucx, ofi or gloo between hosts");
+  }
+  const Config config = init.config ? *init.config : Config{};
+  return std::make_unique<shm::ShmTransport>(init, shm::Settings::from(config, init.size));
+}
+
+}  // namespace
+
+void register_shm_transport() { register_transport("shm", create_shm); }
+
+}  // namespace comm

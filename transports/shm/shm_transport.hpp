@@ -1,0 +1,89 @@
+#pragma once
+// The `shm` transport: the ranks of one host share one segment per
+// communicator (shm_segment.hpp) and talk through it: point-to-point messages
+// through rings (shm_p2p.hpp), and direct memory (comm::DirectMemory): every
+// rank's windows mapped by every other rank, for the direct-memory engine.
+//
+// Settings (Config::transport_options first, then the environment):
+//   shm.size      COMM_SHM_SIZE      segment bytes (K/M/G suffixes); default: rings plus
+//                                    two 2 MiB windows per rank (1 MiB beyond 8 ranks)
+//   shm.spin_us   COMM_SHM_SPIN_US   microseconds a waiter spins before yielding
+//                                    (default 50; 0 when ranks outnumber this process's CPUs)
+//   shm.yield_us  COMM_SHM_YIELD_US  microseconds it then yields before sleeping (default 1000)
+//   shm.cma       COMM_SHM_CMA       0 forbids process_vm_readv (large messages are then
+//                                    streamed through the rings); default 1 (used where permitted)
+
+#include "shm_p2p.hpp"
+#include "shm_segment.hpp"
+#include "shm_sync.hpp"
+
+#include <comm/transport.hpp>
+
+#include <memory>
+#include <string>
+
+namespace comm {
+
+/// Registers the "shm" transport (called by the core registry).
+void register_shm_transport();
+
+namespace shm {
+
+/// The settings above, parsed; throws invalid_config naming the key or variable.
+struct Settings {
+  std::size_t size = 0;  ///< 0: the default for the group
+  WaitPolicy wait;
+  bool cma = true;
+  static Settings from(const Config& config, int local_ranks);
+};
+
+/// The link every pair of shm ranks has (alpha of the rings, beta of a copy).
+LinkInfo shm_link(bool self, std::size_t eager_limit, bool cma);
+
+class ShmTransport final : public Transport, public DirectMemory {
+ public:
+  ShmTransport(const TransportInit& init, const Settings& settings);
+  ~ShmTransport() override;
+
+  std::string_view name() const noexcept override { return "shm"; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  TransportCaps caps() const noexcept override;
+  LinkInfo link(int peer) const override;
+
+  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
+  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
+  bool progress() override { return p2p_->progress(); }
+  void wait(std::chrono::steady_clock::time_point deadline) override;
+  void interrupt() noexcept override { sync_->interrupt(); }
+  void cancel(Completion& c) noexcept override { p2p_->cancel(c); }
+  DirectMemory* direct() noexcept override { return this; }
+
+  // DirectMemory
+  DirectMemoryInfo info() const noexcept override;
+  std::byte* window(int rank, unsigned slot) const noexcept override {
+    return segment_.base() + segment_.layout().window_offset(rank, slot);
+  }
+  void signal(unsigned slot, std::uint64_t value, void* stream) noexcept override;
+  void wait(unsigned slot, std::span<const FlagWait> waits, std::chrono::steady_clock::time_point deadline,
+            void* stream) override;
+
+  const Segment& segment() const noexcept { return segment_; }
+
+ private:
+  std::uint64_t flag(int rank, unsigned slot) const noexcept {
+    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(window(rank, slot)))
+        .load(std::memory_order_acquire);
+  }
+  [[noreturn]] void fail_direct_wait(unsigned slot, std::span<const FlagWait> waits) const;
+  void check_direct_peers(unsigned slot, std::span<const FlagWait> waits);
+
+  int rank_;
+  int size_;
+  Segment segment_;
+  std::unique_ptr<Sync> sync_;
+  std::unique_ptr<P2p> p2p_;
+};
+
+}  // namespace shm
+}  // namespace comm
