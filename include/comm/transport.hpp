@@ -173,6 +173,10 @@ struct DirectMemoryInfo {
   MemoryKind memory = MemoryKind::host;  ///< where windows live (host: shared memory; cuda: device memory)
   std::size_t window_bytes = 0;          ///< bytes of one window slot, its flag word included
   unsigned slots = 2;                    ///< slots per window: call seq uses slot seq % slots
+  /// For the cost model: microseconds until another rank sees a flag (a cache-line hand-off
+  /// between cores for host memory), and GB/s at which a rank reads another rank's window.
+  double flag_latency_us = 0.1;
+  double read_gbps = 8.0;
 };
 
 /// Optional: peer memory. Every rank of the group has mapped every other

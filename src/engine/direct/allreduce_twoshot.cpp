@@ -1,0 +1,45 @@
+// Two-shot all-reduce through peer memory: every rank publishes its input;
+// rank r reduces block r of every window (in rank order) into its output and,
+// in place, into its own window; everyone then copies the other reduced
+// blocks out of their owners' windows. Chunked through three window sections
+// and pipelined: a rank publishes chunk k+1 before it reduces chunk k, so all
+// ranks reduce in parallel while the next chunk is being published. Each
+// block is reduced by one rank only, so every rank holds identical bits.
+
+#include "engine/direct/direct_builders.hpp"
+
+namespace comm::direct {
+
+bool eligible_allreduce_twoshot(const DirectArgs& a) { return chunks_fit(a, 1, 2); }
+
+void build_allreduce_twoshot(const DirectArgs& a, ProgramBuilder& b) {
+  using B = ProgramBuilder;
+  const Chunks c(a.count, 1, a.elem_size, a.window_bytes);
+  const auto n = static_cast<std::size_t>(a.nranks);
+  const auto r = static_cast<std::size_t>(a.rank);
+  const std::size_t e = a.elem_size;
+  auto publish = [&](std::size_t k) {
+    b.copy(B::window(a.rank, c.at(k, 0)), B::input(c.begin(k) * e), c.len(k) * e);
+    return b.signal();
+  };
+  std::uint32_t published = publish(0);
+  std::vector<DirectRef> srcs(n);
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    b.wait_all(published);
+    if (k + 1 < c.size()) published = publish(k + 1);
+    const std::size_t len = c.len(k);
+    const std::size_t off = block_offset(len, n, r) * e;
+    for (std::size_t p = 0; p < n; ++p) srcs[p] = B::window(static_cast<int>(p), c.at(k, 0) + off);
+    const DirectRef mine = B::window(a.rank, c.at(k, 0) + off);
+    b.reduce(B::output((c.begin(k)) * e + off), srcs, block_size(len, n, r) * e, &mine);
+    b.wait_all(b.signal());
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p == r) continue;
+      const std::size_t poff = block_offset(len, n, p) * e;
+      b.copy(B::output(c.begin(k) * e + poff), B::window(static_cast<int>(p), c.at(k, 0) + poff),
+             block_size(len, n, p) * e);
+    }
+  }
+}
+
+}  // namespace comm::direct

@@ -1,0 +1,89 @@
+#include "engine/direct/cpu_executor.hpp"
+
+#include "engine/reduce_kernels.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace comm::direct {
+namespace {
+
+// Reductions of more than two sources go tile by tile through a buffer in L1:
+// every source is read once, the destination written once, and a destination
+// that is also a source is read before it is overwritten.
+constexpr std::size_t kTile = 4096;
+// Consecutive waits become one DirectMemory::wait of up to this many flags.
+constexpr std::size_t kWaitBatch = 32;
+
+}  // namespace
+
+void reduce_in_order(std::byte* dst, std::byte* dst2, const std::byte* const* srcs, std::size_t nsrcs,
+                     std::size_t bytes, DataType dtype, ReduceOp op) {
+  const std::size_t esize = dtype_size(dtype);
+  if (nsrcs == 2) {
+    kernels::reduce(dst, srcs[0], srcs[1], bytes / esize, dtype, op);
+    if (dst2 && dst2 != dst) std::memcpy(dst2, dst, bytes);
+    return;
+  }
+  alignas(64) std::byte tile[kTile];
+  for (std::size_t at = 0; at < bytes; at += kTile) {
+    const std::size_t len = std::min(kTile, bytes - at);
+    const std::size_t n = len / esize;
+    kernels::reduce(tile, srcs[0] + at, srcs[1] + at, n, dtype, op);
+    for (std::size_t s = 2; s < nsrcs; ++s) kernels::reduce(tile, tile, srcs[s] + at, n, dtype, op);
+    std::memcpy(dst + at, tile, len);
+    if (dst2) std::memcpy(dst2 + at, tile, len);
+  }
+}
+
+void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call) {
+  const unsigned slot = static_cast<unsigned>(call.seq % memory.info().slots);
+  auto address = [&](const DirectRef& r) -> std::byte* {
+    switch (r.space) {
+      case DirectSpace::input: return const_cast<std::byte*>(call.input) + r.offset;
+      case DirectSpace::output: return call.output + r.offset;
+      case DirectSpace::window: return memory.window(r.rank, slot) + r.offset;
+    }
+    return nullptr;
+  };
+  std::array<FlagWait, kWaitBatch> waits;
+  std::array<const std::byte*, 64> few;
+  const auto& ops = program.ops;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const DirectOp& op = ops[i];
+    switch (op.kind) {
+      case DirectOpKind::copy: {
+        std::byte* dst = address(op.dst);
+        const std::byte* src = address(program.srcs[op.first_src]);
+        if (dst != src) std::memcpy(dst, src, op.bytes);
+        break;
+      }
+      case DirectOpKind::reduce: {
+        std::vector<const std::byte*> many;
+        const std::byte** srcs = few.data();
+        if (op.num_srcs > few.size()) {
+          many.resize(op.num_srcs);
+          srcs = many.data();
+        }
+        for (std::uint32_t s = 0; s < op.num_srcs; ++s) srcs[s] = address(program.srcs[op.first_src + s]);
+        reduce_in_order(address(op.dst), op.has_dst2 ? address(op.dst2) : nullptr, srcs, op.num_srcs, op.bytes,
+                        call.dtype, call.op);
+        break;
+      }
+      case DirectOpKind::signal:
+        memory.signal(slot, direct_flag(call.seq, op.step), nullptr);
+        break;
+      case DirectOpKind::wait: {
+        std::size_t k = 0;
+        for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < waits.size(); ++i)
+          waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};
+        --i;
+        memory.wait(slot, std::span<const FlagWait>(waits.data(), k), call.deadline, nullptr);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace comm::direct

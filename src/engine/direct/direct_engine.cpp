@@ -1,0 +1,101 @@
+#include "engine/direct/direct_engine.hpp"
+
+#include "engine/reduce_kernels.hpp"
+
+#include <comm/error.hpp>
+
+#include <cstring>
+
+namespace comm::direct {
+
+DirectEngine::DirectEngine(DirectMemory& memory, int rank, int size)
+    : memory_(memory), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) guard_.push_back({p, 0});
+}
+
+DirectArgs DirectEngine::args(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root) const {
+  DirectArgs d;
+  d.collective = a.collective;
+  d.rank = rank_;
+  d.nranks = size_;
+  d.count = count;
+  d.elem_size = elem_size;
+  d.root = root;
+  d.window_bytes = info_.window_bytes;
+  return d;
+}
+
+bool DirectEngine::eligible(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root) const {
+  return !a.eligible || a.eligible(args(a, count, elem_size, root));
+}
+
+double DirectEngine::predict(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
+                             const ComputeParams& compute) const {
+  return predict_direct_us(a, args(a, count, elem_size, 0), costs_, compute);
+}
+
+const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
+                                             int root) {
+  const Key key{&a, count, elem_size, root};
+  for (const auto& [k, p] : recent_)
+    if (p && k == key) return *p;
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    // Every rank's program, so that `synced` (and any deadlock) is known before anything runs.
+    std::vector<DirectProgram> all;
+    all.reserve(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      DirectArgs d = args(a, count, elem_size, root);
+      d.rank = r;
+      ProgramBuilder b(r, size_);
+      a.build(d, b);
+      all.push_back(std::move(b).finish());
+    }
+    analyse(all);
+    auto p = std::make_unique<Plan>();
+    p->program = std::move(all[static_cast<std::size_t>(rank_)]);
+    it = plans_.emplace(key, std::move(p)).first;
+  }
+  recent_[recent_next_++ % recent_.size()] = {key, it->second.get()};
+  return *it->second;
+}
+
+void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
+  const std::size_t esize = dtype_size(call.dtype);
+  if (!eligible(a, call.count, esize, call.root))
+    throw Error(ErrorCode::unsupported, std::string(to_string(a.collective)) + ": algorithm '" + std::string(a.name) +
+                                            "' does not fit " + std::to_string(call.count * esize) +
+                                            " B per rank in windows of " + std::to_string(info_.window_bytes) +
+                                            " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
+  const Plan& p = plan(a, call.count, esize, call.root);
+  HostCall h;
+  h.input = static_cast<const std::byte*>(call.input);
+  h.output = static_cast<std::byte*>(call.output);
+  h.dtype = call.dtype;
+  h.op = call.op;
+  h.deadline = call.deadline;
+  // A partially overlapping input would be overwritten while still being read.
+  const auto* in = h.input;
+  const auto* out = h.output;
+  if (in && out && in != out && in < out + call.out_bytes && out < in + call.in_bytes) {
+    input_copy_.assign(in, in + call.in_bytes);
+    h.input = input_copy_.data();
+  }
+  h.seq = ++seq_;
+  if (!last_synced_ && h.seq > 1) {
+    // The previous program did not make this rank wait for every peer: before
+    // writing the slot of two calls ago, know that every peer has moved on
+    // from it (issued a signal in the previous call).
+    for (auto& g : guard_) g.value = direct_flag(h.seq - 1, 1);
+    memory_.wait(static_cast<unsigned>((h.seq - 1) % info_.slots), guard_, call.deadline, nullptr);
+  }
+  last_synced_ = p.program.synced;
+  run_on_host(p.program, memory_, h);
+  if (call.op == ReduceOp::avg &&
+      (a.collective == Collective::allreduce || a.collective == Collective::reduce_scatter ||
+       (a.collective == Collective::reduce && call.root == rank_)))
+    kernels::finish_avg(call.output, call.out_bytes / esize, call.dtype, size_);
+}
+
+}  // namespace comm::direct

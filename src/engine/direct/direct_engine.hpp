@@ -1,0 +1,77 @@
+#pragma once
+// The direct-memory engine: runs collectives as direct-memory programs over a
+// transport's peer memory (Transport::direct()). Created once per
+// communicator; keeps the call counter that numbers flags and picks slots,
+// the plans (programs per algorithm and size, built once), and whether the
+// last program left this rank synced with everyone (if not, the next call
+// first waits for one signal of every peer of that call; see comm/direct.hpp).
+//
+// Blocking: run() returns when this rank's program is done. Driven by one
+// thread at a time; DirectMemory's transport interrupt() unblocks it.
+
+#include "engine/direct/cpu_executor.hpp"
+#include "engine/direct/direct_algorithm.hpp"
+#include "select/direct_model.hpp"
+
+#include <comm/transport.hpp>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace comm::direct {
+
+struct DirectRun {
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::size_t count = 0;      // AlgoArgs::count convention
+  std::size_t in_bytes = 0;   // whole input buffer
+  std::size_t out_bytes = 0;  // whole output buffer
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  std::chrono::steady_clock::time_point deadline{};
+};
+
+class DirectEngine {
+ public:
+  DirectEngine(DirectMemory& memory, int rank, int size);
+
+  DirectMemory& memory() noexcept { return memory_; }
+  const DirectCosts& costs() const noexcept { return costs_; }
+  // The algorithm's arguments for a call of `count` elements of `elem_size` bytes.
+  DirectArgs args(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root) const;
+  bool eligible(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root) const;
+  // Predicted microseconds (negative: not eligible), for the selector.
+  double predict(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
+                 const ComputeParams& compute) const;
+
+  // Runs `a` for this rank; throws comm::Error (usage errors before any flag moves).
+  void run(const DirectAlgorithm& a, const DirectRun& call);
+  std::uint64_t calls() const noexcept { return seq_; }
+
+ private:
+  struct Plan {
+    DirectProgram program;
+  };
+  using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
+  const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
+
+  DirectMemory& memory_;
+  DirectMemoryInfo info_;
+  DirectCosts costs_;
+  int rank_;
+  int size_;
+  std::uint64_t seq_ = 0;     // direct-memory calls so far (identical on every rank)
+  bool last_synced_ = true;   // the previous call's program synced this rank with everyone
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::array<std::pair<Key, const Plan*>, 4> recent_{};
+  std::size_t recent_next_ = 0;
+  std::vector<std::byte> input_copy_;
+  std::vector<FlagWait> guard_;
+};
+
+}  // namespace comm::direct
