@@ -16,9 +16,9 @@
 /// direct-memory calls, identical on every rank) uses slot seq % slots, and a
 /// signal with step k stores direct_flag(seq, k). Values only grow, so a wait
 /// is "flag >= value" and a late reader can never mistake an old call for the
-/// current one. Data placed right after the flag word (offset 8) shares its
-/// cache line, so for the smallest messages one cache-line transfer carries
-/// both the data and its flag.
+/// current one. Data placed right after the flag word (offset 8, up to 48
+/// bytes) shares its cache line, so for the smallest messages one cache-line
+/// transfer carries the flag, the data and the call's signature word.
 ///
 /// Slots. A rank's program for call seq touches only slot seq % slots of every
 /// window. Reusing a slot two calls later is safe without a trailing barrier
@@ -46,6 +46,11 @@ constexpr std::uint64_t direct_flag(std::uint64_t seq, std::uint32_t step) noexc
 }
 /// Bytes at the start of a window slot that hold its flag word; data may start here.
 inline constexpr std::size_t kDirectFlagBytes = 8;
+/// Where in its slot a rank states which call it is in (collective, dtype, op,
+/// root, count, algorithm), written before its first signal of the call, so
+/// that a peer that waited for that signal can refuse to read data of a
+/// different call. Data that shares the flag's cache line ends before it.
+inline constexpr std::size_t kDirectSignatureOffset = 56;
 
 /// Where an operand lives.
 enum class DirectSpace : std::uint8_t {

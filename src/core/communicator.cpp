@@ -6,6 +6,7 @@
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
 #include "core/watchful_store.hpp"
+#include "engine/direct/direct_engine.hpp"
 #include "select/tuning.hpp"
 #include "util/log.hpp"
 
@@ -172,7 +173,8 @@ std::string CommunicatorImpl::connect() {
   TuningOutcome tuned = tune_figures(*transport_, *store_, rank_, size_, config_, links, compute);
   create_engines();
   selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
-                                         std::move(overrides), transport_->native(), schedule_engine_ != nullptr);
+                                         std::move(overrides), transport_->native(), schedule_engine_ != nullptr,
+                                         direct_engine_.get());
   selector_->set_native_profile(std::move(tuned.native));
   selector_->set_deterministic(config.deterministic);
   return tuned.source;
@@ -188,11 +190,14 @@ void CommunicatorImpl::create_engines() {
   else if (StreamEngine* streams = transport_->stream_engine())
     schedule_engine_ = make_stream_engine(*transport_, *streams, plans_, size_, config_.chunk_bytes);
   if (NativeCollectives* native = transport_->native()) native_engine_ = make_native_engine(*transport_, *native);
+  if (DirectMemory* memory = transport_->direct())
+    direct_engine_ = std::make_unique<direct::DirectEngine>(*transport_, *memory, rank_, size_);
 }
 
 Engine& CommunicatorImpl::engine_for(const Call& call, std::string_view algorithm) {
   // send/recv: point-to-point on host transports; stream-ordered transports
   // move it with their own send/recv.
+  if (direct_engine_ && !call.p2p() && selector_->is_direct(call.collective, algorithm)) return *direct_engine_;
   const bool native = call.p2p() ? transport_->caps().stream_ordered : selector_->is_native(call.collective, algorithm);
   Engine* e = native ? native_engine_.get() : schedule_engine_.get();
   if (!e)

@@ -24,6 +24,10 @@
 #include <utility>
 #include <vector>
 
+namespace comm::direct {
+class DirectEngine;
+}
+
 namespace comm::detail {
 
 void register_live(const CommunicatorImpl* c);
@@ -109,6 +113,7 @@ class CommunicatorImpl {
   // Created once from what the transport offers; null when not offered.
   std::unique_ptr<Engine> schedule_engine_;  // host executor or stream engine
   std::unique_ptr<Engine> native_engine_;
+  std::unique_ptr<direct::DirectEngine> direct_engine_;  // peer memory, when offered
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_internal_seq_ = 0;

@@ -19,13 +19,15 @@ constexpr std::size_t kModelElem = 4;  // sizes are modelled as f32 elements
 }  // namespace
 
 Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
-                   std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable)
+                   std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable,
+                   const AlgorithmOffer* direct)
     : nranks_(nranks),
       links_(std::move(links)),
       compute_(compute),
       chunk_bytes_(chunk_bytes),
       overrides_(std::move(overrides)),
-      native_(native) {
+      native_(native),
+      direct_(direct) {
   for (Collective c : kAllCollectives) {
     auto& pc = per_coll_[index(c)];
     pc.bucket_choice.fill(-1);
@@ -33,11 +35,19 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
       if (schedules_runnable && a.collective == c) {
         pc.names.emplace_back(a.name);
         pc.ours.push_back(&a);
+        pc.direct.push_back(false);
+      }
+    if (direct_)
+      for (auto& n : direct_->algorithms(c)) {
+        pc.names.push_back(n);
+        pc.ours.push_back(nullptr);
+        pc.direct.push_back(true);
       }
     if (native_)
       for (auto& n : native_->algorithms(c)) {
         pc.names.push_back(n);
         pc.ours.push_back(nullptr);
+        pc.direct.push_back(false);
       }
     // Computed on first use (determinism.hpp); natives never qualify.
     pc.rank_ordered.assign(pc.names.size(), -1);
@@ -59,7 +69,14 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
 bool Selector::is_native(Collective c, std::string_view name) const {
   const auto& pc = per_coll_[index(c)];
   for (std::size_t i = 0; i < pc.names.size(); ++i)
-    if (pc.names[i] == name) return pc.ours[i] == nullptr;
+    if (pc.names[i] == name) return pc.ours[i] == nullptr && !pc.direct[i];
+  return false;
+}
+
+bool Selector::is_direct(Collective c, std::string_view name) const {
+  const auto& pc = per_coll_[index(c)];
+  for (std::size_t i = 0; i < pc.names.size(); ++i)
+    if (pc.names[i] == name) return pc.direct[i];
   return false;
 }
 
@@ -112,6 +129,7 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
   const auto& pc = per_coll_[index(c)];
   for (std::size_t i = 0; i < pc.names.size(); ++i) {
     if (pc.names[i] != name) continue;
+    if (pc.direct[i]) return direct_->predict_us(c, name, bytes, compute_);
     if (!pc.ours[i]) return predict_native(c, name, bytes);
     const auto args = model_args(c, bytes);
     if (pc.ours[i]->eligible && !pc.ours[i]->eligible(args)) return -1.0;

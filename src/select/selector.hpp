@@ -25,16 +25,30 @@
 
 namespace comm {
 
+// Algorithms an engine other than the schedule executor offers by name, with
+// the cost model's prediction for each (the direct-memory engine).
+class AlgorithmOffer {
+ public:
+  virtual ~AlgorithmOffer() = default;
+  virtual std::vector<std::string> algorithms(Collective c) const = 0;
+  // Predicted microseconds for a message of `bytes` (see "message size" above); negative: cannot run it.
+  virtual double predict_us(Collective c, std::string_view name, std::size_t bytes,
+                            const ComputeParams& compute) const = 0;
+};
+
 class Selector {
  public:
   // `schedules_runnable` false: the transport runs only its native collectives
   // (a stream-ordered transport built without its stream engine).
+  // `direct`: the direct-memory engine's algorithms, when the transport offers peer memory.
   Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
-           std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable = true);
+           std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable = true,
+           const AlgorithmOffer* direct = nullptr);
 
-  // Algorithm names that exist for `c` (ours, then the transport's native ones).
+  // Algorithm names that exist for `c` (ours, the direct engine's, then the transport's native ones).
   const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
   bool is_native(Collective c, std::string_view name) const;
+  bool is_direct(Collective c, std::string_view name) const;
 
   // The algorithm to run for `bytes` of `c` and why ("override" or "cost model").
   const std::string& choose(Collective c, std::size_t bytes, const char** source = nullptr);
@@ -71,7 +85,8 @@ class Selector {
  private:
   struct PerCollective {
     std::vector<std::string> names;
-    std::vector<const algo::Algorithm*> ours;  // parallel to names; nullptr = native
+    std::vector<const algo::Algorithm*> ours;  // parallel to names; nullptr = native or direct
+    std::vector<bool> direct;                  // parallel to names: the direct engine's
     std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
     mutable std::vector<signed char> rank_ordered;  // parallel to names: -1 not computed yet, 0, 1
   };
@@ -91,6 +106,7 @@ class Selector {
   NativeCollectives* native_;
   NativeProfile native_profile_;
   bool deterministic_ = false;
+  const AlgorithmOffer* direct_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;
   mutable std::vector<std::size_t> uniform_counts_, uniform_displs_;  // all_to_allv modelling
 };

@@ -205,7 +205,9 @@ class Sim {
                std::to_string(bytes) + ") of a " + std::to_string(cap) + "-byte buffer";
       return {};
     }
-    if (ref.offset < kDirectFlagBytes || ref.offset + bytes > window_)
+    const bool in_line = ref.offset < 64;
+    if (ref.offset < kDirectFlagBytes || ref.offset + bytes > window_ ||
+        (in_line && ref.offset + bytes > kDirectSignatureOffset))
       return "rank " + std::to_string(r) + " accesses window bytes [" + std::to_string(ref.offset) + ", +" +
              std::to_string(bytes) + ") outside the data area of a " + std::to_string(window_) + "-byte window";
     if (write && ref.rank != r) return "rank " + std::to_string(r) + " writes rank " + std::to_string(ref.rank) + "'s window";

@@ -49,9 +49,10 @@ struct Layout {
   /// The default size for n ranks when `requested` is 0; else fits `requested`
   /// or throws invalid_config naming `what` and the least size that would work.
   static Layout compute(int n, std::size_t requested, const std::string& what);
+  /// The ring of (from, to), from != to: n (n - 1) of them, none for a rank to itself.
   std::size_t pair_offset(int from, int to) const noexcept {
-    return pairs_off + (static_cast<std::size_t>(from) * static_cast<std::size_t>(nranks) +
-                        static_cast<std::size_t>(to)) * pair_stride;
+    const auto column = static_cast<std::size_t>(to < from ? to : to - 1);
+    return pairs_off + (static_cast<std::size_t>(from) * static_cast<std::size_t>(nranks - 1) + column) * pair_stride;
   }
   std::size_t window_offset(int rank, unsigned slot) const noexcept {
     return windows_off + (static_cast<std::size_t>(rank) * kSlots + slot) * window_bytes;

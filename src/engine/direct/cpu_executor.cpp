@@ -1,9 +1,13 @@
 #include "engine/direct/cpu_executor.hpp"
 
+#include "engine/direct/direct_algorithm.hpp"
 #include "engine/reduce_kernels.hpp"
+
+#include <comm/error.hpp>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 namespace comm::direct {
@@ -16,7 +20,31 @@ constexpr std::size_t kTile = 4096;
 // Consecutive waits become one DirectMemory::wait of up to this many flags.
 constexpr std::size_t kWaitBatch = 32;
 
+std::uint64_t load_word(const std::byte* p) {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+      .load(std::memory_order_relaxed);
+}
+
 }  // namespace
+
+std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
+  return (signature & 0x3fff) | (static_cast<std::uint64_t>(algorithm_index) & 0xff) << 14 |
+         (static_cast<std::uint64_t>(count) & ((std::uint64_t{1} << 42) - 1)) << 22;
+}
+
+std::string describe_call_word(std::uint64_t word) {
+  const auto coll = static_cast<Collective>(word & 0xf);
+  const auto dtype = static_cast<DataType>(word >> 4 & 0x7);
+  const auto op = static_cast<ReduceOp>(word >> 7 & 0x7);
+  const auto algorithms = all_direct_algorithms();
+  const std::size_t index = word >> 14 & 0xff;
+  std::string s = std::string(to_string(coll)) + " of " + std::to_string(word >> 22) + " elements of " +
+                  std::string(to_string(dtype));
+  if (coll == Collective::allreduce || coll == Collective::reduce || coll == Collective::reduce_scatter)
+    s += " (" + std::string(to_string(op)) + ")";
+  if (coll == Collective::broadcast || coll == Collective::reduce) s += " from root " + std::to_string(word >> 10 & 0xf);
+  return s + " by " + (index < algorithms.size() ? std::string(algorithms[index].name) : "an unknown algorithm");
+}
 
 void reduce_in_order(std::byte* dst, std::byte* dst2, const std::byte* const* srcs, std::size_t nsrcs,
                      std::size_t bytes, DataType dtype, ReduceOp op) {
@@ -47,6 +75,10 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
     }
     return nullptr;
   };
+  std::atomic_ref<std::uint64_t>(
+      *reinterpret_cast<std::uint64_t*>(memory.window(call.rank, slot) + kDirectSignatureOffset))
+      .store(call.call_word, std::memory_order_relaxed);  // published by the first signal
+  bool checked = false;
   std::array<FlagWait, kWaitBatch> waits;
   std::array<const std::byte*, 64> few;
   const auto& ops = program.ops;
@@ -80,6 +112,18 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
           waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};
         --i;
         memory.wait(slot, std::span<const FlagWait>(waits.data(), k), call.deadline, nullptr);
+        if (!checked) {
+          checked = true;
+          for (std::size_t w = 0; w < k; ++w) {
+            const std::uint64_t theirs = load_word(memory.window(waits[w].rank, slot) + kDirectSignatureOffset);
+            if (theirs != call.call_word)
+              throw Error(ErrorCode::mismatch, "rank " + std::to_string(waits[w].rank) + " is in " +
+                                                   describe_call_word(theirs) + " while rank " +
+                                                   std::to_string(call.rank) + " is in " +
+                                                   describe_call_word(call.call_word) +
+                                                   "; every rank must make the same calls in the same order");
+          }
+        }
         break;
       }
     }

@@ -4,7 +4,8 @@
 // reductions with the engine's kernels in the program's source order, signals
 // and waits through DirectMemory. Blocks until the program is done; throws
 // what DirectMemory::wait throws (peer died, timeout naming who is behind,
-// aborted).
+// aborted), and mismatch when a peer it waited for is in a different call
+// (before any of that peer's data is read).
 
 #include <comm/direct.hpp>
 #include <comm/transport.hpp>
@@ -12,10 +13,21 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace comm::direct {
 
+// The word a rank stores at kDirectSignatureOffset of its slot: collective,
+// dtype, op and root (engine/tags.hpp call_signature, 14 bits), the index of
+// the algorithm among all_direct_algorithms() (8 bits) and the element count
+// (42 bits).
+std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept;
+// "allreduce of 8 elements of f32 (sum) by mem_oneshot".
+std::string describe_call_word(std::uint64_t word);
+
 struct HostCall {
+  int rank = 0;
+  std::uint64_t call_word = 0;  // see call_word(); checked against every awaited peer's
   const std::byte* input = nullptr;
   std::byte* output = nullptr;
   DataType dtype = DataType::f32;

@@ -62,8 +62,8 @@ struct ChunkLayout {
 };
 // Splits `count` elements (times `pieces` pieces published together) over the
 // sections of a window of `window_bytes`. Tiny totals sit right after the
-// flag word (one cache line carries flag and data); larger ones start on the
-// next line.
+// flag word (one cache line carries flag, data and the call's signature);
+// larger ones start on the next line.
 // `max_section` caps a section (kPipelineSection for the pipelined algorithms).
 ChunkLayout chunk_layout(std::size_t count, std::size_t pieces, std::size_t elem_size, std::size_t window_bytes,
                          std::size_t max_section = kPipelineSection);

@@ -4,12 +4,14 @@
 
 #include <comm/error.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace comm::direct {
 
-DirectEngine::DirectEngine(DirectMemory& memory, int rank, int size)
-    : memory_(memory), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
+DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank, int size)
+    : transport_(transport),
+      memory_(memory), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
   for (int p = 0; p < size_; ++p)
     if (p != rank_) guard_.push_back({p, 0});
 }
@@ -33,6 +35,28 @@ bool DirectEngine::eligible(const DirectAlgorithm& a, std::size_t count, std::si
 double DirectEngine::predict(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
                              const ComputeParams& compute) const {
   return predict_direct_us(a, args(a, count, elem_size, 0), costs_, compute);
+}
+
+std::vector<std::string> DirectEngine::algorithms(Collective c) const {
+  std::vector<std::string> names;
+  if (info_.memory != MemoryKind::host) return names;  // this executor runs host windows only
+  for (const DirectAlgorithm& a : all_direct_algorithms())
+    if (a.collective == c) names.emplace_back(a.name);
+  return names;
+}
+
+double DirectEngine::predict_us(Collective c, std::string_view name, std::size_t bytes,
+                                const ComputeParams& compute) const {
+  const DirectAlgorithm* a = find_direct_algorithm(c, name);
+  if (!a) return -1.0;
+  // Sized like the selector's schedules: f32 elements, per-rank blocks for the
+  // collectives whose message is n blocks.
+  constexpr std::size_t kElem = 4;
+  std::size_t count = std::max<std::size_t>(1, bytes / kElem);
+  if (c == Collective::reduce_scatter || c == Collective::allgather || c == Collective::all_to_all)
+    count = std::max<std::size_t>(1, count / static_cast<std::size_t>(size_));
+  if (c == Collective::barrier) count = 0;
+  return predict(*a, count, kElem, compute);
 }
 
 const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
@@ -61,15 +85,46 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
   return *it->second;
 }
 
+void DirectEngine::check(const detail::Call& call, std::string_view algorithm) const {
+  const DirectAlgorithm* a = find_direct_algorithm(call.collective, algorithm);
+  if (!a)
+    throw Error(ErrorCode::internal, "direct engine: no direct-memory algorithm '" + std::string(algorithm) + "'");
+  if (call.memory != info_.memory)
+    throw Error(ErrorCode::unsupported, std::string(to_string(call.collective)) + " (" + std::string(algorithm) +
+                                            "): the windows hold " + std::string(to_string(info_.memory)) +
+                                            " memory, the buffers are " + std::string(to_string(call.memory)));
+  const std::size_t esize = dtype_size(call.dtype);
+  if (!eligible(*a, call.count, esize, call.root))
+    throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +
+                                            std::string(a->name) + "' does not fit " +
+                                            std::to_string(call.count * esize) + " B per rank in windows of " +
+                                            std::to_string(info_.window_bytes) +
+                                            " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
+}
+
+void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
+  const DirectAlgorithm* a = find_direct_algorithm(call.collective, op.algorithm);
+  DirectRun r;
+  r.signature = op.signature;
+  r.input = call.input;
+  r.output = call.output;
+  r.count = call.count;
+  r.in_bytes = call.in_bytes;
+  r.out_bytes = call.out_bytes;
+  r.dtype = call.dtype;
+  r.op = call.op;
+  r.root = call.root;
+  r.deadline = op.deadline;
+  run(*a, r);
+  op.state = detail::Operation::State::done;
+}
+
 void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   const std::size_t esize = dtype_size(call.dtype);
-  if (!eligible(a, call.count, esize, call.root))
-    throw Error(ErrorCode::unsupported, std::string(to_string(a.collective)) + ": algorithm '" + std::string(a.name) +
-                                            "' does not fit " + std::to_string(call.count * esize) +
-                                            " B per rank in windows of " + std::to_string(info_.window_bytes) +
-                                            " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
   const Plan& p = plan(a, call.count, esize, call.root);
   HostCall h;
+  h.rank = rank_;
+  h.call_word = call_word(call.signature, static_cast<std::size_t>(&a - all_direct_algorithms().data()), call.count);
   h.input = static_cast<const std::byte*>(call.input);
   h.output = static_cast<std::byte*>(call.output);
   h.dtype = call.dtype;

@@ -11,7 +11,9 @@
 
 #include "engine/direct/cpu_executor.hpp"
 #include "engine/direct/direct_algorithm.hpp"
+#include "engine/engine.hpp"
 #include "select/direct_model.hpp"
+#include "select/selector.hpp"
 
 #include <comm/transport.hpp>
 
@@ -25,6 +27,7 @@
 namespace comm::direct {
 
 struct DirectRun {
+  std::uint64_t signature = 0;  // engine/tags.hpp call_signature
   const void* input = nullptr;
   void* output = nullptr;
   std::size_t count = 0;      // AlgoArgs::count convention
@@ -36,9 +39,21 @@ struct DirectRun {
   std::chrono::steady_clock::time_point deadline{};
 };
 
-class DirectEngine {
+class DirectEngine final : public detail::Engine, public AlgorithmOffer {
  public:
-  DirectEngine(DirectMemory& memory, int rank, int size);
+  DirectEngine(Transport& transport, DirectMemory& memory, int rank, int size);
+
+  // detail::Engine: operations complete inside start().
+  std::string_view name() const noexcept override { return "direct"; }
+  void check(const detail::Call& call, std::string_view algorithm) const override;
+  void start(detail::Operation& op, const detail::Call& call) override;
+  void wait(detail::Clock::time_point until) override { transport_.wait(until); }
+  void interrupt() noexcept override { transport_.interrupt(); }
+
+  // AlgorithmOffer: the direct algorithms and their predictions, for the selector.
+  std::vector<std::string> algorithms(Collective c) const override;
+  double predict_us(Collective c, std::string_view name, std::size_t bytes,
+                    const ComputeParams& compute) const override;
 
   DirectMemory& memory() noexcept { return memory_; }
   const DirectCosts& costs() const noexcept { return costs_; }
@@ -60,6 +75,7 @@ class DirectEngine {
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
   const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
 
+  Transport& transport_;
   DirectMemory& memory_;
   DirectMemoryInfo info_;
   DirectCosts costs_;

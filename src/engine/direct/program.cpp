@@ -18,7 +18,7 @@ ChunkLayout chunk_layout(std::size_t count, std::size_t pieces, std::size_t elem
                          std::size_t max_section) {
   ChunkLayout l;
   const std::size_t total = count * pieces * elem_size;
-  if (total + kDirectFlagBytes <= kLine) {  // flag and data in one cache line
+  if (kDirectFlagBytes + total <= kDirectSignatureOffset) {  // flag, data and signature in one cache line
     l.data_offset = kDirectFlagBytes;
     l.per_chunk = count;
     l.chunks = 1;
