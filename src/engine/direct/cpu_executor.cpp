@@ -17,12 +17,15 @@ namespace {
 // every source is read once, the destination written once, and a destination
 // that is also a source is read before it is overwritten.
 constexpr std::size_t kTile = 4096;
-// Consecutive waits become one DirectMemory::wait of up to this many flags.
-constexpr std::size_t kWaitBatch = 32;
 
 std::uint64_t load_word(const std::byte* p) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
       .load(std::memory_order_relaxed);
+}
+
+std::uint64_t load_flag(const std::byte* p) {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(const_cast<std::byte*>(p)))
+      .load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -66,20 +69,21 @@ void reduce_in_order(std::byte* dst, std::byte* dst2, const std::byte* const* sr
 }
 
 void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call) {
-  const unsigned slot = static_cast<unsigned>(call.seq % memory.info().slots);
+  const unsigned slot = call.slot;
+  std::byte* const* win = call.windows;
   auto address = [&](const DirectRef& r) -> std::byte* {
     switch (r.space) {
       case DirectSpace::input: return const_cast<std::byte*>(call.input) + r.offset;
       case DirectSpace::output: return call.output + r.offset;
-      case DirectSpace::window: return memory.window(r.rank, slot) + r.offset;
+      case DirectSpace::window: return win[r.rank] + r.offset;
     }
     return nullptr;
   };
   std::atomic_ref<std::uint64_t>(
-      *reinterpret_cast<std::uint64_t*>(memory.window(call.rank, slot) + kDirectSignatureOffset))
+      *reinterpret_cast<std::uint64_t*>(win[call.rank] + kDirectSignatureOffset))
       .store(call.call_word, std::memory_order_relaxed);  // published by the first signal
   bool checked = false;
-  std::array<FlagWait, kWaitBatch> waits;
+  FlagWait* waits = call.wait_buffer;
   std::array<const std::byte*, 64> few;
   const auto& ops = program.ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -108,14 +112,17 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
         break;
       case DirectOpKind::wait: {
         std::size_t k = 0;
-        for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < waits.size(); ++i)
+        for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < call.wait_capacity; ++i)
           waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};
         --i;
-        memory.wait(slot, std::span<const FlagWait>(waits.data(), k), call.deadline, nullptr);
+        // Usually the peers are there already: look before calling into the memory's wait.
+        bool ready = true;
+        for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
+        if (!ready) memory.wait(slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
         if (!checked) {
           checked = true;
           for (std::size_t w = 0; w < k; ++w) {
-            const std::uint64_t theirs = load_word(memory.window(waits[w].rank, slot) + kDirectSignatureOffset);
+            const std::uint64_t theirs = load_word(win[waits[w].rank] + kDirectSignatureOffset);
             if (theirs != call.call_word)
               throw Error(ErrorCode::mismatch, "rank " + std::to_string(waits[w].rank) + " is in " +
                                                    describe_call_word(theirs) + " while rank " +

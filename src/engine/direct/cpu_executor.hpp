@@ -33,6 +33,12 @@ struct HostCall {
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   std::uint64_t seq = 1;  // direct-memory call number, from 1
+  unsigned slot = 1;      // seq % slots
+  // Every rank's window of `slot`, as mapped here (DirectMemory::window), by rank.
+  std::byte* const* windows = nullptr;
+  // Room for the flags of one batch of consecutive waits (at least one per peer).
+  FlagWait* wait_buffer = nullptr;
+  std::size_t wait_capacity = 0;
   std::chrono::steady_clock::time_point deadline{};
 };
 

@@ -14,6 +14,16 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
       memory_(memory), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
   for (int p = 0; p < size_; ++p)
     if (p != rank_) guard_.push_back({p, 0});
+  wait_buffer_.resize(static_cast<std::size_t>(std::max(1, size_ - 1)));
+  windows_.resize(info_.slots);
+  for (unsigned s = 0; s < info_.slots; ++s)
+    for (int p = 0; p < size_; ++p) windows_[s].push_back(memory_.window(p, s));
+}
+
+const DirectAlgorithm* DirectEngine::find(Collective c, std::string_view name) const {
+  if (checked_.algorithm && checked_.algorithm->collective == c && checked_.algorithm->name == name)
+    return checked_.algorithm;
+  return find_direct_algorithm(c, name);
 }
 
 DirectArgs DirectEngine::args(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root) const {
@@ -86,7 +96,7 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
 }
 
 void DirectEngine::check(const detail::Call& call, std::string_view algorithm) const {
-  const DirectAlgorithm* a = find_direct_algorithm(call.collective, algorithm);
+  const DirectAlgorithm* a = find(call.collective, algorithm);
   if (!a)
     throw Error(ErrorCode::internal, "direct engine: no direct-memory algorithm '" + std::string(algorithm) + "'");
   if (call.memory != info_.memory)
@@ -94,16 +104,20 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
                                             "): the windows hold " + std::string(to_string(info_.memory)) +
                                             " memory, the buffers are " + std::string(to_string(call.memory)));
   const std::size_t esize = dtype_size(call.dtype);
+  const Checked now{a, call.count, esize, call.root};
+  if (checked_.algorithm == a && checked_.count == now.count && checked_.elem_size == esize && checked_.root == now.root)
+    return;
   if (!eligible(*a, call.count, esize, call.root))
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +
                                             std::string(a->name) + "' does not fit " +
                                             std::to_string(call.count * esize) + " B per rank in windows of " +
                                             std::to_string(info_.window_bytes) +
                                             " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
+  checked_ = now;
 }
 
 void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
-  const DirectAlgorithm* a = find_direct_algorithm(call.collective, op.algorithm);
+  const DirectAlgorithm* a = find(call.collective, op.algorithm);
   DirectRun r;
   r.signature = op.signature;
   r.input = call.input;
@@ -138,6 +152,10 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     h.input = input_copy_.data();
   }
   h.seq = ++seq_;
+  h.slot = static_cast<unsigned>(h.seq % info_.slots);
+  h.windows = windows_[h.slot].data();
+  h.wait_buffer = wait_buffer_.data();
+  h.wait_capacity = wait_buffer_.size();
   if (!last_synced_ && h.seq > 1) {
     // The previous program did not make this rank wait for every peer: before
     // writing the slot of two calls ago, know that every peer has moved on

@@ -87,7 +87,17 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::array<std::pair<Key, const Plan*>, 4> recent_{};
   std::size_t recent_next_ = 0;
   std::vector<std::byte> input_copy_;
+  std::vector<std::vector<std::byte*>> windows_;  // [slot][rank]: fixed for the engine's life
+  // The last call check() passed, for start() (the same call, right after).
+  struct Checked {
+    const DirectAlgorithm* algorithm = nullptr;
+    std::size_t count = 0, elem_size = 0;
+    int root = 0;
+  };
+  mutable Checked checked_;
+  const DirectAlgorithm* find(Collective c, std::string_view name) const;
   std::vector<FlagWait> guard_;
+  std::vector<FlagWait> wait_buffer_;
 };
 
 }  // namespace comm::direct
