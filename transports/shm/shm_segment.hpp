@@ -116,7 +116,8 @@ class Segment {
   }
   /// The segment's name ("/comm-..."), already unlinked.
   const std::string& name() const noexcept { return name_; }
-  /// False once `rank` has died: nobody holds its liveness lock. (A departed
+  /// False once another rank `rank` has died: nobody holds its liveness lock (a
+  /// rank asking about itself gets false: its own lock never conflicts with it). (A departed
   /// rank also reads as not alive; control(rank).state tells them apart.)
   bool alive(int rank) const noexcept;
   /// Records that `dead` died, as seen by `by`, unless a death is already recorded.

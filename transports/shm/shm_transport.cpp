@@ -18,11 +18,14 @@ struct Raw {
   std::string name;  // what to call it in errors
 };
 
-std::optional<Raw> lookup(const Config& config, const char* key, const char* var) {
-  if (auto it = config.transport_options.find(key); it != config.transport_options.end())
-    return Raw{it->second, std::string("transport option ") + key};
-  if (const char* v = std::getenv(var); v && *v) return Raw{v, var};
-  return std::nullopt;
+// A setting the Config way: transport_options["shm.<setting>"], else COMM_SHM_<SETTING>.
+std::optional<Raw> lookup(const Config& config, const char* setting) {
+  std::string text = config.transport_option("shm", setting);
+  if (text.empty()) return std::nullopt;
+  const std::string key = std::string("shm.") + setting;
+  return Raw{std::move(text), config.transport_options.count(key)
+                                  ? "transport option " + key
+                                  : Config::transport_option_variable("shm", setting)};
 }
 
 long parse_count(const Raw& r, long max) {
@@ -51,13 +54,13 @@ std::string join(const std::vector<int>& ranks) {
 
 Settings Settings::from(const Config& config, int local_ranks) {
   Settings s;
-  if (auto r = lookup(config, "shm.size", "COMM_SHM_SIZE")) s.size = parse_bytes(r->text, r->name);
+  if (auto r = lookup(config, "size")) s.size = parse_bytes(r->text, r->name);
   if (local_ranks > usable_cpus()) s.wait.spin = std::chrono::nanoseconds(0);  // a spinner holds a core a peer needs
-  if (auto r = lookup(config, "shm.spin_us", "COMM_SHM_SPIN_US"))
+  if (auto r = lookup(config, "spin_us"))
     s.wait.spin = std::chrono::microseconds(parse_count(*r, 10'000'000));
-  if (auto r = lookup(config, "shm.yield_us", "COMM_SHM_YIELD_US"))
+  if (auto r = lookup(config, "yield_us"))
     s.wait.yield = std::chrono::microseconds(parse_count(*r, 10'000'000));
-  if (auto r = lookup(config, "shm.cma", "COMM_SHM_CMA")) s.cma = parse_count(*r, 1) == 1;
+  if (auto r = lookup(config, "cma")) s.cma = parse_count(*r, 1) == 1;
   return s;
 }
 
@@ -66,7 +69,7 @@ ShmTransport::ShmTransport(const TransportInit& init, const Settings& settings)
   const auto timeout = init.config ? init.config->timeout : std::chrono::milliseconds(60'000);
   const std::string what = init.config && init.config->transport_options.count("shm.size")
                                ? "transport option shm.size"
-                               : "COMM_SHM_SIZE";
+                               : Config::transport_option_variable("shm", "size");
   const Layout layout = Layout::compute(size_, settings.size, what);
   segment_ = Segment::attach(*init.store, rank_, layout, timeout);
   sync_ = std::make_unique<Sync>(segment_, rank_, settings.wait);

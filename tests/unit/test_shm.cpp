@@ -1,0 +1,347 @@
+// The shm transport in one process (ranks as threads, each with its own
+// mapping of the real segment and its own liveness lock): layout, the segment
+// handshake and its cleanup, point-to-point semantics, the direct-memory
+// engine over real windows, and how waits end (abort, timeout, a peer that
+// left). Process-level behaviour (SIGKILL, two jobs) is in tests/mp/shm.cmake.
+
+#include "engine/direct/direct_engine.hpp"
+#include "transports/shm/shm_segment.hpp"
+#include "transports/shm/shm_transport.hpp"
+
+#include <comm/comm.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <regex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace comm;
+using Clock = std::chrono::steady_clock;
+
+// n transports of one group, created concurrently (the handshake needs everyone).
+std::vector<std::unique_ptr<Transport>> make_group(int n, const std::map<std::string, std::string>& options = {}) {
+  auto store = make_memory_store();
+  std::vector<std::unique_ptr<Transport>> t(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Config cfg;
+      cfg.rank = r;
+      cfg.world_size = n;
+      cfg.timeout = std::chrono::milliseconds(20'000);
+      cfg.transport_options = options;
+      try {
+        t[static_cast<std::size_t>(r)] = create_transport("shm", TransportInit{r, n, store, &cfg, nullptr});
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (auto& e : errors) REQUIRE(e == "");
+  return t;
+}
+
+// Runs fn(rank) on n threads at once.
+void on_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
+  for (auto& th : threads) th.join();
+}
+
+bool drive(Transport& t, const std::vector<Completion*>& cs) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    bool pending = false;
+    for (auto* c : cs) pending = pending || c->is_pending();
+    if (!pending) return true;
+    if (Clock::now() > deadline) return false;
+    if (!t.progress()) t.wait(Clock::now() + std::chrono::milliseconds(5));
+  }
+}
+
+shm::ShmTransport& shm_of(Transport& t) { return dynamic_cast<shm::ShmTransport&>(t); }
+
+}  // namespace
+
+TEST_CASE("shm layout: regions are disjoint, windows page-aligned, sizes bounded") {
+  for (int n : {1, 2, 3, 4, 8, 13, 16}) {
+    const shm::Layout l = shm::Layout::compute(n, 0, "COMM_SHM_SIZE");
+    INFO("n=" << n);
+    CHECK(l.control_off >= sizeof(shm::Header));
+    CHECK(l.pairs_off >= l.control_off + static_cast<std::size_t>(n) * sizeof(shm::RankControl));
+    std::size_t last_pair_end = l.pairs_off;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b) last_pair_end = std::max(last_pair_end, l.pair_offset(a, b) + l.pair_stride);
+    CHECK(last_pair_end <= l.windows_off);
+    CHECK(l.window_offset(n - 1, shm::kSlots - 1) + l.window_bytes == l.total);
+    CHECK(l.window_offset(0, 0) % 4096 == 0);
+    CHECK(l.window_bytes % 4096 == 0);
+    // Every pair has its own region.
+    std::vector<std::size_t> offs;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b) offs.push_back(l.pair_offset(a, b));
+    std::sort(offs.begin(), offs.end());
+    CHECK(std::adjacent_find(offs.begin(), offs.end()) == offs.end());
+  }
+  const shm::Layout sized = shm::Layout::compute(4, std::size_t{64} << 20, "COMM_SHM_SIZE");
+  CHECK(sized.total <= std::size_t{64} << 20);
+  CHECK(sized.window_bytes > std::size_t{4} << 20);
+  try {
+    shm::Layout::compute(4, 100'000, "COMM_SHM_SIZE");
+    FAIL("a 100 kB segment for 4 ranks was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_config);
+    CHECK(std::string(e.what()).find("COMM_SHM_SIZE") != std::string::npos);
+    CHECK(std::string(e.what()).find("needs at least") != std::string::npos);
+  }
+}
+
+TEST_CASE("shm segment: unguessable names, unlinked once every rank mapped it") {
+  const std::regex pattern("/comm-[0-9a-f]{32}");
+  const std::string a = shm::random_segment_name(), b = shm::random_segment_name();
+  CHECK(std::regex_match(a, pattern));
+  CHECK(a != b);
+  auto group = make_group(3);
+  const std::string name = shm_of(*group[0]).segment().name();
+  CHECK(std::regex_match(name, pattern));
+  for (auto& t : group) CHECK(shm_of(*t).segment().name() == name);
+  CHECK_FALSE(std::filesystem::exists("/dev/shm" + name));  // already gone, though mapped by all
+  for (int r = 0; r < 3; ++r)
+    for (int q = 0; q < 3; ++q)
+      if (q != r) CHECK(shm_of(*group[static_cast<std::size_t>(r)]).segment().alive(q));
+  group[2].reset();  // departs: its lock goes, its state says why
+  CHECK_FALSE(shm_of(*group[0]).segment().alive(2));
+  CHECK(shm_of(*group[0]).segment().why_gone(2) == "closed its communicator");
+}
+
+TEST_CASE("shm settings: bad values are errors naming the setting") {
+  Config cfg;
+  cfg.transport_options["shm.spin_us"] = "fast";
+  try {
+    shm::Settings::from(cfg, 2);
+    FAIL("spin_us=fast was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_config);
+    CHECK(std::string(e.what()).find("shm.spin_us") != std::string::npos);
+  }
+  cfg.transport_options = {{"shm.cma", "0"}, {"shm.spin_us", "7"}, {"shm.size", "32M"}};
+  const auto s = shm::Settings::from(cfg, 2);
+  CHECK_FALSE(s.cma);
+  CHECK(s.wait.spin == std::chrono::microseconds(7));
+  CHECK(s.size == std::size_t{32} << 20);
+}
+
+TEST_CASE("shm point-to-point: eager and rendezvous, in posting order, unexpected, mismatch, self") {
+  for (const char* cma : {"1", "0"}) {
+    INFO("cma=" << cma);
+    auto g = make_group(2, {{"shm.cma", cma}});
+    const std::size_t sizes[] = {0, 8, 1000, 16 * 1024 + 8, 3 * 1024 * 1024 + 5};
+    on_ranks(2, [&](int r) {
+      Transport& t = *g[static_cast<std::size_t>(r)];
+      for (std::size_t bytes : sizes) {
+        std::vector<unsigned char> a(bytes), b(bytes), got_a(bytes, 0xee), got_b(bytes, 0xee);
+        for (std::size_t i = 0; i < bytes; ++i) {
+          a[i] = static_cast<unsigned char>(i * 7 + 1);
+          b[i] = static_cast<unsigned char>(i * 13 + 5);
+        }
+        Completion s1, s2, r1, r2;
+        if (r == 0) {  // two messages of one tag: they must arrive in posting order
+          t.isend(1, 42, a.data(), bytes, s1);
+          t.isend(1, 42, b.data(), bytes, s2);
+          CHECK(drive(t, {&s1, &s2}));
+          CHECK(s1.state == Completion::done);
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let them arrive unexpected
+          t.irecv(0, 42, got_a.data(), bytes, r1);
+          t.irecv(0, 42, got_b.data(), bytes, r2);
+          CHECK(drive(t, {&r1, &r2}));
+          CHECK(r1.state == Completion::done);
+          CHECK(r1.bytes == bytes);
+          CHECK(got_a == a);
+          CHECK(got_b == b);
+        }
+      }
+      // A message longer than the receive fails the receive, naming the sender and both sizes.
+      std::vector<char> big(40'000, 1), small(100);
+      Completion s, c;
+      if (r == 0) {
+        t.isend(1, 7, big.data(), big.size(), s);
+        CHECK(drive(t, {&s}));
+      } else {
+        t.irecv(0, 7, small.data(), small.size(), c);
+        CHECK(drive(t, {&c}));
+        CHECK(c.state == Completion::failed);
+        CHECK(c.code == ErrorCode::mismatch);
+        CHECK(c.message.find("rank 0 sent 40000 B") != std::string::npos);
+      }
+      // Self.
+      int x = 5, y = 0;
+      Completion ss, sr;
+      t.irecv(r, 9, &y, sizeof y, sr);
+      t.isend(r, 9, &x, sizeof x, ss);
+      CHECK(drive(t, {&ss, &sr}));
+      CHECK(y == 5);
+    });
+  }
+}
+
+TEST_CASE("shm point-to-point: cancel withdraws a receive and an unmatched large send") {
+  auto g = make_group(2);
+  Transport& t0 = *g[0];
+  Transport& t1 = *g[1];
+  std::vector<char> buf(1 << 20, 0);
+  Completion recv, send;
+  t1.irecv(0, 3, buf.data(), buf.size(), recv);
+  t1.cancel(recv);
+  CHECK_FALSE(recv.is_pending());
+  std::vector<char> data(1 << 20, 'x');
+  t0.isend(1, 4, data.data(), data.size(), send);  // rendezvous: nobody receives it
+  t0.progress();
+  t0.cancel(send);
+  CHECK_FALSE(send.is_pending());
+  // A receive posted now must not see the withdrawn send's data.
+  Completion late;
+  t1.irecv(0, 4, buf.data(), buf.size(), late);
+  CHECK(drive(t1, {&late}));
+  CHECK(late.state == Completion::failed);
+  CHECK(buf[0] == 0);
+}
+
+namespace {
+
+// Runs one direct algorithm on n threads over real transports and checks every
+// rank's output against a value computed here (i64 sums are exact).
+void run_direct(int n, Collective c, const char* name, std::size_t count, int root,
+                const std::map<std::string, std::string>& options = {}) {
+  auto g = make_group(n, options);
+  const direct::DirectAlgorithm* a = direct::find_direct_algorithm(c, name);
+  REQUIRE(a != nullptr);
+  const auto nn = static_cast<std::size_t>(n);
+  auto value = [](int r, std::size_t i, int call) { return static_cast<std::int64_t>(r * 1000 + i * 3 + call * 7); };
+  on_ranks(n, [&](int r) {
+    Transport& t = *g[static_cast<std::size_t>(r)];
+    direct::DirectEngine e(t, *t.direct(), r, n);
+    std::size_t in_count = count, out_count = count;
+    if (c == Collective::reduce_scatter) in_count = count * nn;
+    if (c == Collective::allgather) out_count = count * nn;
+    if (c == Collective::all_to_all) in_count = out_count = count * nn;
+    for (int call = 0; call < 4; ++call) {  // back to back: slots reused without barriers
+      std::vector<std::int64_t> in(in_count), out(out_count, -1);
+      for (std::size_t i = 0; i < in_count; ++i) in[i] = value(r, i, call);
+      direct::DirectRun run;
+      run.input = in.data();
+      run.output = c == Collective::broadcast ? static_cast<void*>(in.data()) : out.data();
+      run.count = count;
+      run.in_bytes = in_count * 8;
+      run.out_bytes = out_count * 8;
+      run.dtype = DataType::i64;
+      run.root = root;
+      run.deadline = Clock::now() + std::chrono::seconds(20);
+      e.run(*a, run);
+      for (std::size_t i = 0; i < out_count; ++i) {
+        std::int64_t want = 0, got = c == Collective::broadcast ? in[i] : out[i];
+        auto sum = [&](std::size_t j) {
+          std::int64_t s = 0;
+          for (int p = 0; p < n; ++p) s += value(p, j, call);
+          return s;
+        };
+        if (c == Collective::allreduce) want = sum(i);
+        if (c == Collective::reduce) want = r == root ? sum(i) : -1;
+        if (c == Collective::reduce_scatter) want = sum(static_cast<std::size_t>(r) * count + i);
+        if (c == Collective::allgather) want = value(static_cast<int>(i / count), i % count, call);
+        if (c == Collective::broadcast) want = value(root, i, call);
+        if (c == Collective::all_to_all)
+          want = value(static_cast<int>(i / count), static_cast<std::size_t>(r) * count + i % count, call);
+        if (got != want) {
+          FAIL_CHECK(name << " " << to_string(c) << " n=" << n << " count=" << count << " rank " << r << " call "
+                          << call << " element " << i << ": " << got << " != " << want);
+          return;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("shm direct engine: every algorithm over real windows, small and chunked") {
+  // A 1 MiB segment leaves windows of ~64-128 KiB: 40000 i64 elements are chunked.
+  const std::map<std::string, std::string> small{{"shm.size", "2M"}};
+  for (int n : {1, 2, 3}) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000}, std::size_t{40000}}) {
+      for (const auto& a : direct::all_direct_algorithms()) {
+        if (a.collective == Collective::barrier) continue;
+        if (std::string(a.name) == "mem_oneshot" && count == 40000) continue;  // does not fit the window
+        run_direct(n, a.collective, std::string(a.name).c_str(), count, n - 1, small);
+      }
+    }
+  }
+}
+
+TEST_CASE("shm direct waits end: abort, timeout naming the missing rank, a peer that left") {
+  auto g = make_group(3);
+  const direct::DirectAlgorithm* barrier = direct::find_direct_algorithm(Collective::barrier, "mem_direct");
+  auto run_barrier = [&](int r, Clock::duration budget) {
+    Transport& t = *g[static_cast<std::size_t>(r)];
+    direct::DirectEngine e(t, *t.direct(), r, 3);
+    direct::DirectRun run;
+    run.deadline = Clock::now() + budget;
+    e.run(*barrier, run);
+  };
+  // Rank 2 never comes: rank 0 times out naming it (and rank 1 too, which also stays away).
+  try {
+    run_barrier(0, std::chrono::milliseconds(300));
+    FAIL("the barrier completed without ranks 1 and 2");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::timeout);
+    CHECK(std::string(e.what()).find("rank(s) 1, 2") != std::string::npos);
+  }
+  // abort() from another thread ends a wait within moments.
+  auto g2 = make_group(2);
+  std::atomic<bool> threw{false};
+  const auto t0 = Clock::now();
+  std::thread waiter([&] {
+    Transport& t = *g2[0];
+    direct::DirectEngine e(t, *t.direct(), 0, 2);
+    direct::DirectRun run;
+    run.deadline = Clock::now() + std::chrono::seconds(30);
+    try {
+      e.run(*barrier, run);
+    } catch (const Error& e) {
+      threw = e.code() == ErrorCode::aborted;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // asleep on its futex by now
+  g2[0]->interrupt();
+  waiter.join();
+  CHECK(threw);
+  CHECK(Clock::now() - t0 < std::chrono::seconds(5));
+  // A peer that closes its transport while awaited fails the wait at once, naming it.
+  auto g3 = make_group(2);
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g3[1].reset();
+  });
+  {
+    Transport& t = *g3[0];
+    direct::DirectEngine e(t, *t.direct(), 0, 2);
+    direct::DirectRun run;
+    run.deadline = Clock::now() + std::chrono::seconds(30);
+    const auto start = Clock::now();
+    CHECK_THROWS_WITH_AS(e.run(*barrier, run), doctest::Contains("rank 1 closed its communicator"), Error);
+    CHECK(Clock::now() - start < std::chrono::seconds(5));
+  }
+  leaver.join();
+}
