@@ -15,6 +15,23 @@ foreach(n 4 6 8)
 endforeach()
 comm_mp_test(NAME mp_shm_suite_nocma_2 RANKS 2 LABELS mp shm TIMEOUT 300
   ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMMAND comm-mp-suite)
+# A barrier lets nobody out before everyone is in: the direct one and the
+# dissemination schedule over the rings, on 2 and 5 ranks.
+add_executable(comm-shm-barrier ${CMAKE_CURRENT_LIST_DIR}/shm_barrier.cpp)
+target_link_libraries(comm-shm-barrier PRIVATE comm::comm)
+comm_set_warnings(comm-shm-barrier)
+foreach(algo mem_direct dissemination)
+  foreach(n 2 5)
+    comm_mp_test(NAME mp_shm_barrier_${algo}_${n} RANKS ${n} LABELS mp shm TIMEOUT 120
+      ENV ${COMM_SHM_ENV} COMMAND comm-shm-barrier --algo ${algo} --rounds 100)
+  endforeach()
+endforeach()
+# SIGKILL leaves nothing in /dev/shm; two jobs at once do not meet.
+foreach(case kill two)
+  add_test(NAME mp_shm_jobs_${case}
+    COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/shm_jobs.sh $<TARGET_FILE:commrun> $<TARGET_FILE:comm-mp-suite> ${case})
+  set_tests_properties(mp_shm_jobs_${case} PROPERTIES LABELS "mp;shm" TIMEOUT 240)
+endforeach()
 foreach(mode kill linger)
   set(extra)
   if(mode STREQUAL "linger")
