@@ -6,6 +6,7 @@
 #include "util/c_locale.hpp"
 #include "engine/progress.hpp"
 #include "engine/tags.hpp"
+#include "util/coarse_clock.hpp"
 #include "util/log.hpp"
 
 #include <algorithm>
@@ -88,7 +89,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   op->id = next_id_++;
   op->seq = call.p2p() ? 0 : call.internal ? next_internal_seq_++ : next_seq_++;
   op->signature = call.p2p() ? 0 : call_signature(call.collective, call.dtype, call.op, call.root);
-  op->started = Clock::now();
+  op->started = util::coarse_now();  // deadlines are seconds away: a tick's precision will do
   op->deadline = op->started + op->timeout;
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
                     OpState::posted, 0, 0, recorder_.now_us(), -1, {}});

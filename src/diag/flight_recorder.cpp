@@ -1,5 +1,7 @@
 #include "diag/flight_recorder.hpp"
 
+#include "util/coarse_clock.hpp"
+
 #include <cmath>
 
 namespace comm::detail {
@@ -24,8 +26,10 @@ void FlightRecorder::resize(std::size_t capacity) {
   recorded_ = 0;
 }
 
+// Millisecond resolution is plenty for explaining hangs, and the coarse clock
+// keeps two clock reads per operation off the hot path (util/coarse_clock.hpp).
 double FlightRecorder::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_).count();
+  return std::chrono::duration<double, std::micro>(util::coarse_now() - epoch_).count();
 }
 
 void FlightRecorder::record(const FlightRecord& r) {
