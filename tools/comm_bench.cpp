@@ -27,7 +27,7 @@ namespace {
 using namespace comm;
 using namespace comm::bench;
 
-constexpr const char* kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "mpi", "nccl"};
+constexpr const char* kKnownTransports[] = {"local", "shm", "ucx", "ofi", "gloo", "mpi", "nccl"};
 
 struct Plan {
   std::vector<std::string> run;

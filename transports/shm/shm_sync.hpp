@@ -43,7 +43,7 @@ inline void cpu_relax() noexcept {
 /// How long a waiter spins and yields before it sleeps (shm.spin_us /
 /// COMM_SHM_SPIN_US and shm.yield_us / COMM_SHM_YIELD_US).
 struct WaitPolicy {
-  std::chrono::nanoseconds spin{std::chrono::microseconds(50)};
+  std::chrono::nanoseconds spin{std::chrono::microseconds(2)};
   std::chrono::nanoseconds yield{std::chrono::microseconds(1000)};
   std::chrono::milliseconds slice{50};  ///< longest sleep between liveness checks
 };
@@ -98,7 +98,7 @@ WaitOutcome Sync::wait_until(Ready&& ready, Check&& check, Clock::time_point dea
   for (unsigned i = 1;; ++i) {  // spin: the peer is usually a fraction of a microsecond away
     cpu_relax();
     if (ready()) return WaitOutcome::ready;
-    if ((i & 63) == 0) {
+    if ((i & 15) == 0) {
       t = Clock::now();
       if (interrupted()) return WaitOutcome::interrupted;
       if (t >= deadline) return WaitOutcome::timeout;

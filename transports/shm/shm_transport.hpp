@@ -8,7 +8,7 @@
 //   shm.size      COMM_SHM_SIZE      segment bytes (K/M/G suffixes); default: rings plus
 //                                    two 2 MiB windows per rank (1 MiB beyond 8 ranks)
 //   shm.spin_us   COMM_SHM_SPIN_US   microseconds a waiter spins before yielding
-//                                    (default 50; 0 when ranks outnumber this process's CPUs)
+//                                    (default 2; 0 when ranks outnumber this process's CPUs)
 //   shm.yield_us  COMM_SHM_YIELD_US  microseconds it then yields before sleeping (default 1000)
 //   shm.cma       COMM_SHM_CMA       0 forbids process_vm_readv (large messages are then
 //                                    streamed through the rings); default 1 (used where permitted)
