@@ -174,9 +174,12 @@ struct DirectMemoryInfo {
   std::size_t window_bytes = 0;          ///< bytes of one window slot, its flag word included
   unsigned slots = 2;                    ///< slots per window: call seq uses slot seq % slots
   /// For the cost model: microseconds until another rank sees a flag (a cache-line hand-off
-  /// between cores for host memory), and GB/s at which a rank reads another rank's window.
+  /// between cores for host memory); GB/s at which a rank reads another rank's window,
+  /// copies within its own memory, and produces the result of a two-source reduction.
   double flag_latency_us = 0.1;
-  double read_gbps = 8.0;
+  double read_gbps = 12.0;
+  double copy_gbps = 20.0;
+  double reduce_gbps = 16.0;
 };
 
 /// Optional: peer memory. Every rank of the group has mapped every other

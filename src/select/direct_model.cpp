@@ -23,7 +23,7 @@ Rates rates_for(const direct::DirectArgs& a, const DirectCosts& c, const Compute
                                                             a.collective == Collective::reduce
                                                         ? 1
                                                         : static_cast<std::size_t>(a.nranks));
-  Rates r{m.copy_gbps, m.reduce_gbps, c.read_gbps};
+  Rates r{c.copy_gbps, c.reduce_gbps, c.read_gbps};
   if (m.cache_bytes > 0 && data > m.cache_bytes) {
     // Streaming from memory: every rank draws on the same memory bandwidth.
     const double share = 2.0 / std::max(2, a.nranks);
@@ -52,6 +52,8 @@ DirectCosts direct_costs(const DirectMemoryInfo& info) {
   DirectCosts c;
   c.flag_latency_us = info.flag_latency_us;
   c.read_gbps = info.read_gbps;
+  c.copy_gbps = info.copy_gbps;
+  c.reduce_gbps = info.reduce_gbps;
   return c;
 }
 

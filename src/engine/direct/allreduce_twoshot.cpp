@@ -1,7 +1,9 @@
-// Two-shot all-reduce through peer memory: every rank publishes its input;
-// rank r reduces block r of every window (in rank order) into its output and,
-// in place, into its own window; everyone then copies the other reduced
-// blocks out of their owners' windows. Chunked through three window sections
+// Two-shot all-reduce through peer memory: every rank publishes the blocks of
+// its input the others reduce (block p for rank p; its own it reads from its
+// input); rank r folds block r of every input (in rank order) into its output
+// and into its own window; everyone then copies the other reduced blocks out
+// of their owners' windows. Each byte is copied about as often as by a ring
+// over cross-memory reads, but with two flag latencies instead of 2(n-1). Chunked through three window sections
 // and pipelined: a rank publishes chunk k+1 before it reduces chunk k, so all
 // ranks reduce in parallel while the next chunk is being published. Each
 // block is reduced by one rank only, so every rank holds identical bits.
@@ -19,7 +21,12 @@ void build_allreduce_twoshot(const DirectArgs& a, ProgramBuilder& b) {
   const auto r = static_cast<std::size_t>(a.rank);
   const std::size_t e = a.elem_size;
   auto publish = [&](std::size_t k) {
-    b.copy(B::window(a.rank, c.at(k, 0)), B::input(c.begin(k) * e), c.len(k) * e);
+    const std::size_t len = c.len(k);
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p == r) continue;
+      const std::size_t off = block_offset(len, n, p) * e;
+      b.copy(B::window(a.rank, c.at(k, 0) + off), B::input(c.begin(k) * e + off), block_size(len, n, p) * e);
+    }
     return b.signal();
   };
   std::uint32_t published = publish(0);
@@ -29,7 +36,8 @@ void build_allreduce_twoshot(const DirectArgs& a, ProgramBuilder& b) {
     if (k + 1 < c.size()) published = publish(k + 1);
     const std::size_t len = c.len(k);
     const std::size_t off = block_offset(len, n, r) * e;
-    for (std::size_t p = 0; p < n; ++p) srcs[p] = B::window(static_cast<int>(p), c.at(k, 0) + off);
+    for (std::size_t p = 0; p < n; ++p)
+      srcs[p] = p == r ? B::input(c.begin(k) * e + off) : B::window(static_cast<int>(p), c.at(k, 0) + off);
     const DirectRef mine = B::window(a.rank, c.at(k, 0) + off);
     b.reduce(B::output((c.begin(k)) * e + off), srcs, block_size(len, n, r) * e, &mine);
     b.wait_all(b.signal());
