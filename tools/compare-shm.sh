@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 15's figures in one run, side by side: 2 ranks on one host, f32 sum
+# all-reduce, 8 B to 64 MiB (x4), each timed the comm-bench way (median over
+# iterations of the slowest rank's time between barriers):
+#   - shm_floor.c: the bare one-shot 8 B all-reduce and the naive shared-memory
+#     all-reduce (publish, reduce half, copy out): the floors;
+#   - Open MPI's MPI_Allreduce (tools/bench/mpi_allreduce.c);
+#   - comm-bench over shm (automatic selection: mem_oneshot / mem_twoshot);
+#   - comm-bench over UCX shared memory (UCX_TLS=shm, automatic selection).
+# Ranks are bound to cores 0 and 1 for every contender (Open MPI binds by default).
+#   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2]
+# Writes results/compare-shm/*.txt and prints the table with the ratios the
+# issue asks for. Needs openmpi-bin, libopenmpi-dev (installed if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+max=64M iters=200 ranks=2
+while [ $# -gt 0 ]; do
+  case $1 in
+    -e) max=$2; shift 2 ;;
+    -n) iters=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    *) echo "usage: $0 [-e MAXBYTES] [-n ITERS] [--ranks N]" >&2; exit 2 ;;
+  esac
+done
+build=${COMM_BUILD_DIR:-build}
+out=results/compare-shm
+mkdir -p "$out"
+floor_c=${SHM_FLOOR_C:-../shared/bench/shm_floor.c}
+[ -f "$floor_c" ] || floor_c=/work/shared/bench/shm_floor.c
+command -v mpicc >/dev/null || apt-get install -y openmpi-bin libopenmpi-dev >/dev/null
+[ -d "$build" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" --target commrun comm-bench >/dev/null
+mpicc -O2 tools/bench/mpi_allreduce.c -o "$out/mpi_allreduce"
+cc -O3 -march=native "$floor_c" -o "$out/shm_floor"
+cat > "$out/bind.sh" <<'EOF'
+#!/bin/sh
+exec taskset -c $(( ${COMM_RANK:-0} % $(nproc) )) "$@"
+EOF
+chmod +x "$out/bind.sh"
+uptime | sed 's/^/# load: /'
+
+# The floors (shm_floor forks its second rank itself; it is bound to both cores).
+taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
+mpirun --allow-run-as-root -np "$ranks" --bind-to core "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
+bench() {  # bench <transport> <file> [VAR=value...]
+  local t=$1 f=$2
+  shift 2
+  env "$@" "$build/bin/commrun" -n "$ranks" -- "$out/bind.sh" "$build/bin/comm-bench" --transport "$t" \
+    -b 8 -e "$max" -f 4 -n "$iters" -q >"$f"
+}
+bench shm "$out/shm.txt"
+bench ucx "$out/ucx.txt" UCX_TLS=shm
+
+# Rows: "bytes time_us" per file; comm-bench rows carry the algorithm it picked.
+awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/floor.txt" >"$out/floor.rows"
+awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/mpi.txt" >"$out/mpi.rows"
+for t in shm ucx; do
+  sed -n 's/^\[r0\] *//p' "$out/$t.txt" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $1, $7, $6}' >"$out/$t.rows"
+done
+bare=$(sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/\1/p' "$out/floor.txt")
+echo "# bare one-shot 8 B (shm_floor.c): $bare us"
+awk -v bare="$bare" '
+  FNR == 1 {file++}
+  file == 1 {floor[$1] = $2; next}
+  file == 2 {mpi[$1] = $2; next}
+  file == 3 {shm[$1] = $2; algo[$1] = $3; order[n++] = $1; next}
+  file == 4 {ucx[$1] = $2; next}
+  END {
+    printf "#%11s %10s %10s %10s %10s  %-22s %8s %8s %9s %9s\n", "bytes", "floor_us", "mpi_us", "ucx_us", "shm_us",
+           "shm_algorithm", "mpi/shm", "ucx/shm", "shm/floor", "algbw_GBs"
+    for (i = 0; i < n; ++i) {
+      b = order[i]; s = shm[b]
+      f = (b in floor) ? sprintf("%.2f", floor[b]) : "-"
+      printf "%12s %10s %10.2f %10.2f %10.2f  %-22s %8.2f %8.2f %9s %9.2f\n", b, f, mpi[b], ucx[b], s, algo[b],
+             mpi[b] / s, ucx[b] / s, (b in floor) ? sprintf("%.2f", s / floor[b]) : "-", b / s / 1e3
+    }
+    if (bare > 0 && (8 in shm))
+      printf "# 8 B: shm %.3f us = %.2fx the bare one-shot, %.2fx MPI_Allreduce (%.3f us)\n", shm[8], shm[8] / bare,
+             shm[8] / mpi[8], mpi[8]
+  }' "$out/floor.rows" "$out/mpi.rows" "$out/shm.rows" "$out/ucx.rows" | tee "$out/table.txt"
