@@ -82,7 +82,8 @@ class Sim {
       std::vector<int> runnable;
       for (int r = 0; r < n_; ++r) {
         RankState& s = st[static_cast<std::size_t>(r)];
-        if (s.call < calls.size() && can_step(progs[s.call][static_cast<std::size_t>(r)], s.pc, r, s.call + 1, s.guarded))
+        if (s.call < calls.size() &&
+            can_step(progs[s.call][static_cast<std::size_t>(r)], s.pc, r, s.call + 1, s.guarded))
           runnable.push_back(r);
       }
       if (runnable.empty()) return "deadlock";
@@ -210,7 +211,8 @@ class Sim {
         (in_line && ref.offset + bytes > kDirectSignatureOffset))
       return "rank " + std::to_string(r) + " accesses window bytes [" + std::to_string(ref.offset) + ", +" +
              std::to_string(bytes) + ") outside the data area of a " + std::to_string(window_) + "-byte window";
-    if (write && ref.rank != r) return "rank " + std::to_string(r) + " writes rank " + std::to_string(ref.rank) + "'s window";
+    if (write && ref.rank != r)
+      return "rank " + std::to_string(r) + " writes rank " + std::to_string(ref.rank) + "'s window";
     const auto& me = clock_[static_cast<std::size_t>(r)];
     auto& list = access_[widx(ref.rank, seq)];
     for (const Access& a : list) {

@@ -18,15 +18,12 @@ void build_allgather_direct(const DirectArgs& a, ProgramBuilder& b) {
     b.copy(B::window(a.rank, c.at(k, 0)), B::input(c.begin(k) * e), c.len(k) * e);
     return b.signal();
   };
-  std::uint32_t published = publish(0);
-  for (std::size_t k = 0; k < c.size(); ++k) {
-    b.wait_all(published);
-    if (k + 1 < c.size()) published = publish(k + 1);
+  pipeline(b, c.size(), publish, [&](std::size_t k) {
     for (std::size_t p = 0; p < n; ++p) {
       const DirectRef src = p == r ? B::input(c.begin(k) * e) : B::window(static_cast<int>(p), c.at(k, 0));
       b.copy(B::output((p * a.count + c.begin(k)) * e), src, c.len(k) * e);
     }
-  }
+  });
 }
 
 }  // namespace comm::direct

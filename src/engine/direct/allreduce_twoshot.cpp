@@ -20,34 +20,26 @@ void build_allreduce_twoshot(const DirectArgs& a, ProgramBuilder& b) {
   const auto n = static_cast<std::size_t>(a.nranks);
   const auto r = static_cast<std::size_t>(a.rank);
   const std::size_t e = a.elem_size;
+  // Block p of chunk k: its bytes from the chunk's start, and its length.
+  auto off = [&](std::size_t k, std::size_t p) { return block_offset(c.len(k), n, p) * e; };
+  auto len = [&](std::size_t k, std::size_t p) { return block_size(c.len(k), n, p) * e; };
   auto publish = [&](std::size_t k) {
-    const std::size_t len = c.len(k);
-    for (std::size_t p = 0; p < n; ++p) {
-      if (p == r) continue;
-      const std::size_t off = block_offset(len, n, p) * e;
-      b.copy(B::window(a.rank, c.at(k, 0) + off), B::input(c.begin(k) * e + off), block_size(len, n, p) * e);
-    }
+    for (std::size_t p = 0; p < n; ++p)
+      if (p != r) b.copy(B::window(a.rank, c.at(k, 0) + off(k, p)), B::input(c.begin(k) * e + off(k, p)), len(k, p));
     return b.signal();
   };
-  std::uint32_t published = publish(0);
   std::vector<DirectRef> srcs(n);
-  for (std::size_t k = 0; k < c.size(); ++k) {
-    b.wait_all(published);
-    if (k + 1 < c.size()) published = publish(k + 1);
-    const std::size_t len = c.len(k);
-    const std::size_t off = block_offset(len, n, r) * e;
+  pipeline(b, c.size(), publish, [&](std::size_t k) {
     for (std::size_t p = 0; p < n; ++p)
-      srcs[p] = p == r ? B::input(c.begin(k) * e + off) : B::window(static_cast<int>(p), c.at(k, 0) + off);
-    const DirectRef mine = B::window(a.rank, c.at(k, 0) + off);
-    b.reduce(B::output((c.begin(k)) * e + off), srcs, block_size(len, n, r) * e, &mine);
+      srcs[p] = p == r ? B::input(c.begin(k) * e + off(k, r)) : B::window(static_cast<int>(p), c.at(k, 0) + off(k, r));
+    const DirectRef mine = B::window(a.rank, c.at(k, 0) + off(k, r));
+    b.reduce(B::output(c.begin(k) * e + off(k, r)), srcs, len(k, r), &mine);
     b.wait_all(b.signal());
-    for (std::size_t p = 0; p < n; ++p) {
-      if (p == r) continue;
-      const std::size_t poff = block_offset(len, n, p) * e;
-      b.copy(B::output(c.begin(k) * e + poff), B::window(static_cast<int>(p), c.at(k, 0) + poff),
-             block_size(len, n, p) * e);
-    }
-  }
+    for (std::size_t p = 0; p < n; ++p)
+      if (p != r)
+        b.copy(B::output(c.begin(k) * e + off(k, p)), B::window(static_cast<int>(p), c.at(k, 0) + off(k, p)),
+               len(k, p));
+  });
 }
 
 }  // namespace comm::direct

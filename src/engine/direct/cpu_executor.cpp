@@ -45,7 +45,8 @@ std::string describe_call_word(std::uint64_t word) {
                   std::string(to_string(dtype));
   if (coll == Collective::allreduce || coll == Collective::reduce || coll == Collective::reduce_scatter)
     s += " (" + std::string(to_string(op)) + ")";
-  if (coll == Collective::broadcast || coll == Collective::reduce) s += " from root " + std::to_string(word >> 10 & 0xf);
+  if (coll == Collective::broadcast || coll == Collective::reduce)
+    s += " from root " + std::to_string(word >> 10 & 0xf) + " (mod 16)";
   return s + " by " + (index < algorithms.size() ? std::string(algorithms[index].name) : "an unknown algorithm");
 }
 

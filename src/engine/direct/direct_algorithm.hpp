@@ -123,6 +123,23 @@ class ProgramBuilder {
   DirectProgram p_;
 };
 
+// Publishes chunk k of every block of the input but this rank's (block p of
+// an n-block input goes to piece p of section k), then signals; returns the step.
+std::uint32_t publish_blocks(ProgramBuilder& b, const DirectArgs& a, const Chunks& c, std::size_t k);
+
+// The pipeline of the algorithms in which everyone publishes: publish chunk 0;
+// then for each chunk k, wait for every rank's chunk k, publish chunk k+1 (if
+// any), consume chunk k. publish(k) returns its signal's step.
+template <class Publish, class Consume>
+void pipeline(ProgramBuilder& b, std::size_t chunks, Publish&& publish, Consume&& consume) {
+  std::uint32_t published = publish(std::size_t{0});
+  for (std::size_t k = 0; k < chunks; ++k) {
+    b.wait_all(published);
+    if (k + 1 < chunks) published = publish(k + 1);
+    consume(k);
+  }
+}
+
 // Fills DirectProgram::synced of each rank's program from all of them, and
 // checks that every wait names a signal that exists (throws internal if not).
 void analyse(std::span<DirectProgram> programs);

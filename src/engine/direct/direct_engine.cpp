@@ -105,7 +105,8 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
                                             " memory, the buffers are " + std::string(to_string(call.memory)));
   const std::size_t esize = dtype_size(call.dtype);
   const Checked now{a, call.count, esize, call.root};
-  if (checked_.algorithm == a && checked_.count == now.count && checked_.elem_size == esize && checked_.root == now.root)
+  if (checked_.algorithm == a && checked_.count == now.count && checked_.elem_size == esize &&
+      checked_.root == now.root)
     return;
   if (!eligible(*a, call.count, esize, call.root))
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +

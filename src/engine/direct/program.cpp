@@ -49,6 +49,15 @@ bool chunks_fit(const DirectArgs& a, std::size_t pieces, unsigned steps_per_chun
   return l.chunks * steps_per_chunk + 2 < (std::size_t{1} << kDirectStepBits);
 }
 
+std::uint32_t publish_blocks(ProgramBuilder& b, const DirectArgs& a, const Chunks& c, std::size_t k) {
+  const std::size_t e = a.elem_size;
+  for (int p = 0; p < a.nranks; ++p)
+    if (p != a.rank)
+      b.copy(ProgramBuilder::window(a.rank, c.at(k, static_cast<std::size_t>(p))),
+             ProgramBuilder::input((static_cast<std::size_t>(p) * a.count + c.begin(k)) * e), c.len(k) * e);
+  return b.signal();
+}
+
 void ProgramBuilder::note_write(const DirectRef& r, std::size_t bytes) {
   if (r.space == DirectSpace::window) p_.window_bytes = std::max(p_.window_bytes, r.offset + bytes);
 }
