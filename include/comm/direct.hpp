@@ -16,9 +16,9 @@
 /// direct-memory calls, identical on every rank) uses slot seq % slots, and a
 /// signal with step k stores direct_flag(seq, k). Values only grow, so a wait
 /// is "flag >= value" and a late reader can never mistake an old call for the
-/// current one. Data placed right after the flag word (offset 8, up to 48
+/// current one. Data placed right after the flag word (offset 8, up to 40
 /// bytes) shares its cache line, so for the smallest messages one cache-line
-/// transfer carries the flag, the data and the call's signature word.
+/// transfer carries the flag, the data and the call's signature.
 ///
 /// Slots. A rank's program for call seq touches only slot seq % slots of every
 /// window. Reusing a slot two calls later is safe without a trailing barrier
@@ -46,11 +46,14 @@ constexpr std::uint64_t direct_flag(std::uint64_t seq, std::uint32_t step) noexc
 }
 /// Bytes at the start of a window slot that hold its flag word; data may start here.
 inline constexpr std::size_t kDirectFlagBytes = 8;
-/// Where in its slot a rank states which call it is in (collective, dtype, op,
-/// root, count, algorithm), written before its first signal of the call, so
-/// that a peer that waited for that signal can refuse to read data of a
-/// different call. Data that shares the flag's cache line ends before it.
-inline constexpr std::size_t kDirectSignatureOffset = 56;
+/// Where in its slot a rank states which call it is in: a signature word
+/// (collective, dtype, op, root, count, algorithm) and, after it, the call
+/// number, both written when the call starts (before its first signal). A
+/// peer that waited for the rank's signal, or whose wait ended because the
+/// rank left, compares them with its own call and refuses to read data of a
+/// different call. Data that shares the flag's cache line ends before them.
+inline constexpr std::size_t kDirectSignatureOffset = 48;
+inline constexpr std::size_t kDirectCallOffset = 56;
 
 /// Where an operand lives.
 enum class DirectSpace : std::uint8_t {

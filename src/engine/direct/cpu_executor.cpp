@@ -28,6 +28,27 @@ std::uint64_t load_flag(const std::byte* p) {
       .load(std::memory_order_acquire);
 }
 
+void store_word(std::byte* p, std::uint64_t v) {
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p)).store(v, std::memory_order_relaxed);
+}
+
+// Throws mismatch if a peer of `waits` is in another call than `call`. After
+// its signal arrived, its words are this call's; `entered_only`: a wait that
+// ended early, so only a peer whose call number shows it entered this call counts.
+void check_calls(std::byte* const* win, const FlagWait* waits, std::size_t k, const HostCall& call,
+                 bool entered_only) {
+  for (std::size_t w = 0; w < k; ++w) {
+    const int peer = waits[w].rank;
+    if (entered_only && load_flag(win[peer] + kDirectCallOffset) != call.seq) continue;
+    const std::uint64_t theirs = load_word(win[peer] + kDirectSignatureOffset);
+    if (theirs != call.call_word)
+      throw Error(ErrorCode::mismatch, "rank " + std::to_string(peer) + " is in " + describe_call_word(theirs) +
+                                           " while rank " + std::to_string(call.rank) + " is in " +
+                                           describe_call_word(call.call_word) +
+                                           "; every rank must make the same calls in the same order");
+  }
+}
+
 }  // namespace
 
 std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
@@ -80,9 +101,9 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
     }
     return nullptr;
   };
-  std::atomic_ref<std::uint64_t>(
-      *reinterpret_cast<std::uint64_t*>(win[call.rank] + kDirectSignatureOffset))
-      .store(call.call_word, std::memory_order_relaxed);  // published by the first signal
+  // Which call this is, published with the first signal (see comm/direct.hpp).
+  store_word(win[call.rank] + kDirectSignatureOffset, call.call_word);
+  store_word(win[call.rank] + kDirectCallOffset, call.seq);
   bool checked = false;
   FlagWait* waits = call.wait_buffer;
   std::array<const std::byte*, 64> few;
@@ -119,18 +140,18 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
         // Usually the peers are there already: look before calling into the memory's wait.
         bool ready = true;
         for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
-        if (!ready) memory.wait(slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
+        if (!ready) {
+          try {
+            memory.wait(slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
+          } catch (const Error& e) {
+            // A peer that left (or died) after entering a different call: say that instead.
+            if (e.code() == ErrorCode::peer_failed) check_calls(win, waits, k, call, true);
+            throw;
+          }
+        }
         if (!checked) {
           checked = true;
-          for (std::size_t w = 0; w < k; ++w) {
-            const std::uint64_t theirs = load_word(win[waits[w].rank] + kDirectSignatureOffset);
-            if (theirs != call.call_word)
-              throw Error(ErrorCode::mismatch, "rank " + std::to_string(waits[w].rank) + " is in " +
-                                                   describe_call_word(theirs) + " while rank " +
-                                                   std::to_string(call.rank) + " is in " +
-                                                   describe_call_word(call.call_word) +
-                                                   "; every rank must make the same calls in the same order");
-          }
+          check_calls(win, waits, k, call, false);
         }
         break;
       }
