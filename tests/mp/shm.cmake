@@ -47,5 +47,5 @@ endforeach()
 # core's stall diagnosis, as for the other transports.)
 foreach(kind op collective)
   comm_mp_test(NAME mp_mismatch_${kind}_shm RANKS 2 LABELS mp shm TIMEOUT 60
-    ENV ${COMM_SHM_ENV} COMMAND comm-mp-mismatch ${kind})
+    ENV ${COMM_SHM_ENV} COMMAND $<TARGET_FILE:comm-mp-mismatch> ${kind})  # defined after this file
 endforeach()
