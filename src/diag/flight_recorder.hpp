@@ -3,6 +3,7 @@
 // big, which algorithm, how far they got, how long they took, how they
 // ended) so a hang or failure can be explained after the fact.
 
+#include "util/coarse_clock.hpp"
 #include "util/json.hpp"
 
 #include <comm/types.hpp>
@@ -51,7 +52,9 @@ class FlightRecorder {
   mutable std::mutex mu_;
   std::vector<FlightRecord> ring_;
   std::uint64_t recorded_ = 0;
-  std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  // The clock the stamps are read from (coarse): a precise epoch would be up
+  // to a tick ahead of them and make the first stamps negative.
+  std::chrono::steady_clock::time_point epoch_ = util::coarse_now();
 };
 
 }  // namespace comm::detail

@@ -32,7 +32,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
     set(pc_ucx ucx)
     set(pc_ofi libfabric)
     foreach(t IN LISTS transports)
-      if(t STREQUAL "local")
+      if(t STREQUAL "local" OR t STREQUAL "shm")  # part of comm: no library
         continue()
       endif()
       if(NOT out MATCHES "\n  ${t} +${library_${t}} ([^\n]*[0-9]+\\.[0-9]+[^\n]*)\n")
