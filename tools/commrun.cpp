@@ -49,8 +49,20 @@ constexpr std::size_t kMaxLine = 64 * 1024;  // longer lines are split, not buff
 constexpr auto kDumpWait = 2s;               // for flight-recorder dumps after SIGUSR1 on --timeout
 constexpr auto kDrainAfterExit = 1s;         // grandchildren may hold a pipe open; don't wait on them
 
+// Multi-node launch in torchrun's terms (see parse_multinode): this commrun
+// starts `nranks` local ranks whose global ranks are rank_offset + i, in a
+// job of world_size ranks that meets at `master` (node 0's rank 0 hosts the store).
+struct MultiNode {
+  int nnodes = 1;
+  int node_rank = 0;
+  int rank_offset = -1;  // -1: node_rank * nranks
+  int world_size = -1;   // -1: nnodes * nranks
+  std::string master;    // HOST:PORT; "" = single node (commrun picks a port)
+};
+
 struct Options {
   int nranks = 0;
+  MultiNode multi;
   std::string transport;
   double timeout_s = 0;
   double grace_s = 5;
@@ -66,7 +78,54 @@ COMM_LOCAL_RANK, COMM_STORE=H:<free port> (rank 0 hosts the store), a fresh
 COMM_STORE_TOKEN and, with --transport, COMM_TRANSPORT. Output lines are
 prefixed with [r<rank>]. When a rank fails the others get SIGTERM, then SIGKILL
 after --grace seconds; commrun exits with the first failing rank's code
-(128+signal for a signal), 124 on --timeout, 128+signal if interrupted.)";
+(128+signal for a signal), 124 on --timeout, 128+signal if interrupted.
+
+Several hosts (torchrun's terms; run one commrun per host):
+  commrun --nnodes N --node-rank K --master HOST:PORT -n LOCAL [--rank-offset O]
+          [--world-size W] [--] program [args...]
+starts LOCAL ranks with global ranks O+0 .. O+LOCAL-1 (default O = K*LOCAL) of a
+job of W ranks (default N*LOCAL); COMM_LOCAL_RANK is 0..LOCAL-1. Node 0's first
+rank (global rank 0) hosts the store at HOST:PORT, so HOST must be an address of
+node 0 that the others reach. Hosts with different rank counts: give each commrun
+its --rank-offset and the same --world-size. The store token is COMM_STORE_TOKEN
+from the environment (give every node the same one), or none.)";
+
+[[noreturn]] void multinode_error(const std::string& what) {
+  std::fprintf(stderr, "commrun: %s (see commrun --help)\n", what.c_str());
+  std::exit(2);
+}
+
+// Completes and checks the multi-node flags: defaults in torchrun's terms
+// (equal ranks per node), explicit offsets for uneven nodes, and every
+// global rank this node starts inside the job.
+void check_multinode(Options& o) {
+  MultiNode& m = o.multi;
+  const bool multi = m.nnodes > 1 || !m.master.empty() || m.rank_offset >= 0 || m.world_size >= 0;
+  if (!multi) return;
+  if (m.master.empty()) multinode_error("--nnodes/--node-rank/--rank-offset/--world-size need --master HOST:PORT");
+  const std::size_t colon = m.master.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == m.master.size() ||
+      m.master.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+    multinode_error("--master '" + m.master + "' is not HOST:PORT");
+  const long port = std::strtol(m.master.c_str() + colon + 1, nullptr, 10);
+  if (port < 1 || port > 65535) multinode_error("--master '" + m.master + "': port must be in [1, 65535]");
+  if (m.node_rank >= m.nnodes)
+    multinode_error("--node-rank " + std::to_string(m.node_rank) + " is not below --nnodes " +
+                    std::to_string(m.nnodes));
+  if (m.rank_offset < 0) m.rank_offset = m.node_rank * o.nranks;
+  if (m.world_size < 0) m.world_size = m.nnodes * o.nranks;
+  if (m.rank_offset + o.nranks > m.world_size)
+    multinode_error("node " + std::to_string(m.node_rank) + " would start global ranks " +
+                    std::to_string(m.rank_offset) + ".." + std::to_string(m.rank_offset + o.nranks - 1) +
+                    " but the job has " + std::to_string(m.world_size) +
+                    " (--world-size); nodes with different -n need --rank-offset and --world-size");
+  if (m.node_rank == 0 && m.rank_offset != 0)
+    multinode_error("--node-rank 0 must start global rank 0, which hosts the store (--rank-offset is " +
+                    std::to_string(m.rank_offset) + ")");
+  if (m.node_rank != 0 && m.rank_offset == 0)
+    multinode_error("--node-rank " + std::to_string(m.node_rank) +
+                    " starts global rank 0, which must run on node 0 (give --rank-offset)");
+}
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -95,6 +154,13 @@ Options parse_args(int argc, char** argv) {
          "threads), the default when ranks <= cores, as mpirun; none: the scheduler\n"
          "places the ranks (the default when ranks > cores). COMM_LOG=info prints it",
          o.bind);
+  p.section("several hosts");
+  p.integer("--nnodes", "N", "hosts in the job, one commrun each (default 1)", o.multi.nnodes, 1, 1 << 20);
+  p.integer("--node-rank", "K", "this host's index, 0..N-1 (default 0)", o.multi.node_rank, 0, 1 << 20);
+  p.text("--master", "HOST:PORT", "the store: an address of node 0 every host reaches", o.multi.master);
+  p.integer("--rank-offset", "O", "global rank of this host's first rank (default K*LOCAL)", o.multi.rank_offset,
+            0, 1 << 20);
+  p.integer("--world-size", "W", "ranks in the job (default N*LOCAL)", o.multi.world_size, 1, 1 << 20);
   bool no_prefix = false;
   p.flag("--no-prefix", "print the ranks' lines as they are, without [r<rank>]", no_prefix);
   p.rest("program [args...]", program);
@@ -108,6 +174,7 @@ Options parse_args(int argc, char** argv) {
     p.fail("--bind '" + o.bind + "' is not valid: expected core or none");
   o.prefix = !no_prefix;
   o.program = std::move(program);
+  check_multinode(o);
   return o;
 }
 
@@ -325,6 +392,28 @@ std::vector<cpu_set_t> plan_binding(const Options& o) {
   return plan;
 }
 
+bool multinode(const Options& o) { return !o.multi.master.empty(); }
+int global_rank(const Options& o, int local) { return multinode(o) ? o.multi.rank_offset + local : local; }
+int world_size(const Options& o) { return multinode(o) ? o.multi.world_size : o.nranks; }
+
+// The store the ranks meet at and its token: on one node a free port of
+// --host and a fresh token; across nodes --master and the environment's token
+// (every node's commrun must hand out the same one).
+bool store_address(const Options& o, std::string& store, std::string& token) {
+  if (multinode(o)) {
+    store = o.multi.master;
+    const char* t = std::getenv("COMM_STORE_TOKEN");
+    token = t ? t : "";
+    return true;
+  }
+  const int port = pick_port(o.host);
+  if (port < 0) return false;
+  const bool v6 = o.host.find(':') != std::string::npos;
+  store = (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(port);
+  token = random_token();
+  return true;
+}
+
 // Runs in the forked child. If exec fails the child writes errno to
 // `status_w` (close-on-exec: the parent reads nothing once exec succeeded),
 // so that commrun, not each rank, reports it once.
@@ -342,12 +431,13 @@ std::vector<cpu_set_t> plan_binding(const Options& o) {
   if (null_fd >= 0) ::dup2(null_fd, 0);
   ::dup2(out_w, 1);
   ::dup2(err_w, 2);
-  ::setenv("COMM_RANK", std::to_string(rank).c_str(), 1);
-  ::setenv("COMM_WORLD_SIZE", std::to_string(o.nranks).c_str(), 1);
+  ::setenv("COMM_RANK", std::to_string(global_rank(o, rank)).c_str(), 1);
+  ::setenv("COMM_WORLD_SIZE", std::to_string(world_size(o)).c_str(), 1);
   ::setenv("COMM_LOCAL_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("COMM_STORE", job.store.c_str(), 1);
-  ::setenv("COMM_STORE_TOKEN", job.token.c_str(), 1);
-  if (rank != 0) ::setenv("COMM_STORE_PID", job.store_pid.c_str(), 1);
+  if (!job.token.empty()) ::setenv("COMM_STORE_TOKEN", job.token.c_str(), 1);
+  // Only where the store's process runs here (node 0 of a multi-node job).
+  if (global_rank(o, rank) != 0 && !job.store_pid.empty()) ::setenv("COMM_STORE_PID", job.store_pid.c_str(), 1);
   if (!job.exit_notes.empty()) ::setenv("COMM_EXIT_NOTES", job.exit_notes.c_str(), 1);
   if (!job.dump_dir.empty()) ::setenv("COMM_DUMP_DIR", job.dump_dir.c_str(), 1);
   if (!o.transport.empty()) ::setenv("COMM_TRANSPORT", o.transport.c_str(), 1);
@@ -379,11 +469,8 @@ int exec_status(int status_r) {
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
   g_prefix = o.prefix;
-  const int port = pick_port(o.host);
-  if (port < 0) return 1;
-  const bool v6 = o.host.find(':') != std::string::npos;
-  const std::string store = (v6 ? "[" + o.host + "]" : o.host) + ":" + std::to_string(port);
-  const std::string token = random_token();
+  std::string store, token;
+  if (!store_address(o, store, token)) return 1;
   // Flight-recorder dumps land here (ours, unless the user chose a place), so
   // that on --timeout we can say which rank is behind and where.
   std::string dump_dir;
@@ -418,7 +505,7 @@ int main(int argc, char** argv) {
   std::vector<Rank> ranks(static_cast<std::size_t>(o.nranks));
   for (int r = 0; r < o.nranks; ++r) {
     Rank& rk = ranks[static_cast<std::size_t>(r)];
-    rk.index = r;
+    rk.index = global_rank(o, r);  // prefixes, messages and --allow-fail speak global ranks
     int out[2], err[2], status[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(status, O_CLOEXEC) != 0) {
       std::perror("commrun: pipe");
@@ -437,7 +524,7 @@ int main(int argc, char** argv) {
       std::perror("commrun: fork");
       return 1;
     }
-    if (r == 0) job.store_pid = store_process(pid);
+    if (global_rank(o, r) == 0) job.store_pid = store_process(pid);
     ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
     ::close(out[1]);
     ::close(err[1]);

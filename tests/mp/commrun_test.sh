@@ -176,6 +176,28 @@ arguments)
   expect_in "$OUT" "^usage: commrun -n N"
   expect_in "$OUT" "^  -n, -np, --np N"
   ;;
+multinode)
+  # Node 1 of 2 in torchrun's terms: global ranks 2, 3; --master as the store;
+  # the environment's token (or none), never a fresh one per node.
+  run --nnodes 2 --node-rank 1 --master 10.0.0.1:29400 -n 2 -- sh -c 'echo "$COMM_RANK $COMM_WORLD_SIZE $COMM_LOCAL_RANK $COMM_STORE ${COMM_STORE_TOKEN-none}"'
+  expect_rc 0
+  expect_in "$OUT" '^\[r2\] 2 4 0 10\.0\.0\.1:29400 none$'
+  expect_in "$OUT" '^\[r3\] 3 4 1 10\.0\.0\.1:29400 none$'
+  COMM_STORE_TOKEN=shared run --nnodes 2 --node-rank 0 --master h:1 -n 1 -- sh -c 'echo "$COMM_RANK $COMM_STORE_TOKEN"'
+  expect_in "$OUT" '^\[r0\] 0 shared$'
+  # Uneven nodes: explicit offset and world size; --allow-fail names global ranks.
+  run --nnodes 3 --node-rank 2 --master h:1 -n 1 --rank-offset 3 --world-size 4 --allow-fail 3 -- sh -c 'echo "$COMM_RANK/$COMM_WORLD_SIZE"; exit 5'
+  expect_rc 0
+  expect_in "$OUT" '^\[r3\] 3/4$'
+  expect_in "$ERR" "rank 3 exited with code 5 (allowed by --allow-fail)"
+  for bad in "--nnodes 2 -n 1" "--nnodes 2 --node-rank 2 --master h:1 -n 1" "--nnodes 2 --master h -n 1" \
+             "--nnodes 2 --node-rank 1 --master h:1 -n 2 --rank-offset 0" "--nnodes 2 --node-rank 1 --master h:1 -n 3 --world-size 4"; do
+    run $bad -- true
+    expect_rc 2
+  done
+  run --nnodes 2 --node-rank 1 --master h:1 -n 3 --world-size 4 -- true
+  expect_in "$ERR" "would start global ranks 3..5 but the job has 4"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2
