@@ -1,3 +1,4 @@
+#include "bootstrap/launcher_env.hpp"
 #include "util/transport_name.hpp"
 #include "util/c_locale.hpp"
 
@@ -151,6 +152,8 @@ Config Config::from_env() {
       // A bare IPv6 address needs brackets to be split from the port again.
       const bool v6 = addr->find(':') != std::string_view::npos && addr->front() != '[';
       c.store = (v6 ? "[" + std::string(*addr) + "]" : std::string(*addr)) + ":" + std::string(*port);
+    } else if (auto slurm = detail::slurm_store_from_env()) {
+      c.store = *slurm;
     }
   }
   if (auto f = env("COMM_STORE_TOKEN")) c.store_token = std::string(*f);

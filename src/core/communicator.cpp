@@ -5,6 +5,7 @@
 #include "core/communicator_impl.hpp"
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
+#include "bootstrap/launcher_env.hpp"
 #include "core/watchful_store.hpp"
 #include "engine/direct/direct_engine.hpp"
 #include "select/tuning.hpp"
@@ -35,10 +36,11 @@ std::shared_ptr<Store> base_store(const Config& config, std::shared_ptr<Store> g
     return make_store(meet);
   }
   if (config.world_size == 1) return make_memory_store();
+  const std::string hint = store_hint_from_env();
   throw Error(ErrorCode::invalid_config,
               "world size " + std::to_string(config.world_size) +
                   " needs a store to meet the other ranks: set COMM_STORE (host:port or file:/dir), "
-                  "run under commrun, or pass a Store to Communicator::create");
+                  "run under commrun, or pass a Store to Communicator::create" + (hint.empty() ? "" : "; " + hint));
 }
 
 }  // namespace

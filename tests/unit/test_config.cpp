@@ -1,6 +1,7 @@
 // Config::from_env: precedence of our variables over launcher conventions,
 // parsing of every variable, and errors that name the variable and value.
 
+#include <comm/communicator.hpp>
 #include <comm/config.hpp>
 #include <comm/error.hpp>
 
@@ -263,4 +264,47 @@ TEST_CASE("COMM_TRANSPORT takes plain names only, and the error lists the availa
   CHECK(msg.find("this build has: local") != std::string::npos);
   env.set("COMM_TRANSPORT", "my_transport2");  // plain: accepted here, looked up at creation
   CHECK(Config::from_env().transport == "my_transport2");
+}
+
+TEST_CASE("store address: derived from the Slurm job step when nothing names one") {
+  CleanEnv env;
+  const char* const slurm[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID"};
+  std::map<std::string, std::string> saved;
+  for (const char* v : slurm) {
+    if (const char* old = std::getenv(v)) saved[v] = old;
+    ::unsetenv(v);
+  }
+  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_NTASKS", "8");
+  CHECK(Config::from_env().store.empty());  // no node list, no job id: nothing to derive
+  env.set("SLURM_JOB_ID", "123456");
+  env.set("SLURM_NODELIST", "gpu[07-09,12],login1");
+  CHECK(Config::from_env().store == "gpu07:23456");
+  env.set("SLURM_STEP_NODELIST", "rack[2-3]-n[1-4]");  // the step's nodes beat the allocation's
+  CHECK(Config::from_env().store == "rack2-n1:23456");
+  env.set("MASTER_ADDR", "node9");
+  env.set("MASTER_PORT", "29500");
+  CHECK(Config::from_env().store == "node9:29500");  // an explicit address beats the derived one
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  env.set("SLURM_STEP_NODELIST", "node[1-2");
+  CHECK(config_error().find("SLURM_STEP_NODELIST='node[1-2' is not a Slurm host list") != std::string::npos);
+  env.set("SLURM_STEP_NODELIST", "plain");
+  env.set("SLURM_JOB_ID", "12x");
+  CHECK(config_error().find("SLURM_JOB_ID='12x'") != std::string::npos);
+  for (const char* v : slurm) ::unsetenv(v);
+  for (const auto& [k, v] : saved) ::setenv(k.c_str(), v.c_str(), 1);
+}
+
+TEST_CASE("store address: a multi-rank job without one says what its launcher lacks") {
+  CleanEnv env;
+  env.set("OMPI_COMM_WORLD_RANK", "0");
+  env.set("OMPI_COMM_WORLD_SIZE", "2");
+  try {
+    comm::Communicator::create(Config::from_env());
+    FAIL("a 2-rank communicator without a store was created");
+  } catch (const comm::Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_config);
+    CHECK(std::string(e.what()).find("mpirun -x COMM_STORE=") != std::string::npos);
+  }
 }
