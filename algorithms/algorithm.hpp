@@ -9,8 +9,29 @@
 #include <cstddef>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace comm::algo {
+
+// Which ranks share a machine, from the peer table (PeerTable::hosts): the
+// fact hierarchical algorithms and node-aware rings are built on. Fixed for
+// the life of a communicator, so plans need no extra cache key.
+struct HostGroups {
+  std::vector<std::vector<int>> members;  // ranks of each host, ascending; hosts ordered by lowest rank
+  std::vector<int> host_of;               // rank -> its host's index in members
+  std::vector<int> local_index;           // rank -> its position in members[host_of[rank]]
+
+  int num_hosts() const { return static_cast<int>(members.size()); }
+  int host_size(int host) const { return static_cast<int>(members[static_cast<std::size_t>(host)].size()); }
+  int member(int host, int index) const {
+    return members[static_cast<std::size_t>(host)][static_cast<std::size_t>(index)];
+  }
+  // Builds host_of and local_index from `members`, which must partition
+  // [0, nranks) (throws invalid_argument naming the offending rank otherwise).
+  static HostGroups of(std::vector<std::vector<int>> members, int nranks);
+  // Every rank on one host.
+  static HostGroups single(int nranks);
+};
 
 // Buffer conventions per collective (counts in elements):
 //   allreduce       input[0,count) -> output[0,count); input may alias output.
@@ -40,6 +61,7 @@ struct AlgoArgs {
   int root = 0;
   std::size_t chunk_elems = 1;  // pipeline chunk, >= 1 (from Config::chunk_bytes)
   bool in_place = false;        // input and output are the same buffer (see above)
+  const HostGroups* hosts = nullptr;  // the group's hosts; null = every rank on one host
   std::span<const std::size_t> send_counts{};  // all_to_allv only, nranks entries each
   std::span<const std::size_t> send_displs{};
   std::span<const std::size_t> recv_counts{};

@@ -7,14 +7,15 @@
 
 namespace comm::algo {
 
-void ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L, const Chunking& ch,
-                    const RingAllgatherSpec& spec, std::size_t tag_base) {
+std::vector<StepId> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
+                                   const Chunking& ch, const RingAllgatherSpec& spec, std::size_t tag_base) {
   const int n = ring.n;
   const int held = ring.pos + spec.shift;
   const bool is_holder = spec.holder == ring.pos;
   // Nobody sends to the holder: it has every block already.
   const bool next_is_holder = spec.holder >= 0 && spec.holder == mod(ring.pos + 1LL, n);
   std::vector<StepId> arrived(ch.chunks, kNoStep);  // receive of chunk c at the previous step
+  std::vector<StepId> received;
   for (int s = 0; s + 1 < n; ++s) {
     const auto send_blk = static_cast<std::size_t>(mod(held - s, n));
     const auto recv_blk = static_cast<std::size_t>(mod(held - s - 1, n));
@@ -23,11 +24,11 @@ void ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout&
       const std::size_t at = ch.begin(c);
       if (const std::size_t len = ch.len(L.len[send_blk], c); len && !next_is_holder) {
         Deps d;
-        Region src = out_region(L.out_off[send_blk] + at, len);
+        Region src = L.out(send_blk, at, len);
         if (is_holder) {
-          src = in_region(L.in_off[send_blk] + at, len);
+          src = L.in(send_blk, at, len);
         } else if (s == 0) {
-          if (spec.own_from_input) src = in_region(L.in_off[send_blk] + at, len);
+          if (spec.own_from_input) src = L.in(send_blk, at, len);
           if (spec.own_ready) d.add((*spec.own_ready)[c]);
         } else {
           d.add(arrived[c]);
@@ -37,22 +38,26 @@ void ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout&
       if (const std::size_t len = ch.len(L.len[recv_blk], c); len && !is_holder) {
         Deps d;
         if (spec.write_guard) d.add((*spec.write_guard)[recv_blk][c]);
-        arrived[c] = b.recv(ring.prev, out_region(L.out_off[recv_blk] + at, len), tag, d);
+        arrived[c] = b.recv(ring.prev, L.out(recv_blk, at, len), tag, d);
+        received.push_back(arrived[c]);
       }
     }
   }
+  return received;
 }
 
 void build_allgather_ring(const AlgoArgs& a, ScheduleBuilder& b) {
   if (a.count == 0) return;
-  const BlockLayout L = BlockLayout::uniform(a.count, a.nranks, false, true);
-  const auto r = static_cast<std::size_t>(a.rank);
-  b.copy(out_region(L.out_off[r], a.count), in_region(0, a.count));
+  // Blocks in ring order: position p holds the output block of the rank there.
+  const std::vector<int> order = node_aware_order(a);
+  BlockLayout L = BlockLayout::uniform(a.count, a.nranks, false, true);
+  for (std::size_t p = 0; p < order.size(); ++p) L.out_off[p] = static_cast<std::size_t>(order[p]) * a.count;
+  b.copy(out_region(static_cast<std::size_t>(a.rank) * a.count, a.count), in_region(0, a.count));
   if (a.nranks == 1) return;
   const Chunking ch = plan_chunks(a.count, a.chunk_elems, static_cast<std::size_t>(a.nranks - 1));
   RingAllgatherSpec spec;
   spec.own_from_input = true;  // the local copy and the first send overlap
-  ring_allgather(b, RingView::of_rank(a.rank, a.nranks), L, ch, spec, 0);
+  ring_allgather(b, RingView::of_order(order, a.rank), L, ch, spec, 0);
 }
 
 }  // namespace comm::algo

@@ -17,7 +17,7 @@ void build_allreduce_ring(const AlgoArgs& a, ScheduleBuilder& b) {
   const int n = a.nranks;
   const BlockLayout L = BlockLayout::balanced(a.count, n);
   const Chunking ch = plan_chunks(L.max_len(), a.chunk_elems, 2 * static_cast<std::size_t>(n - 1));
-  const RingView ring = RingView::of_rank(a.rank, n);
+  const RingView ring = RingView::of_order(node_aware_order(a), a.rank);
   // shift 0: position p reduces blocks p, p-1, ... and ends owning block p+1.
   const auto rs = ring_reduce_scatter(b, ring, L, ch, 0, 0, 0);
   b.need_scratch(ring_reduce_scatter_scratch(L, n));

@@ -33,6 +33,13 @@ void build_all_to_all_pairwise(const AlgoArgs& a, ScheduleBuilder& b);
 void build_all_to_all_bruck(const AlgoArgs& a, ScheduleBuilder& b);
 void build_all_to_allv_pairwise(const AlgoArgs& a, ScheduleBuilder& b);
 void build_barrier_dissemination(const AlgoArgs& a, ScheduleBuilder& b);
+// Over the host groups (hierarchy.hpp): one file each, allreduce_hierarchical*.cpp etc.
+void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b);
+void build_reduce_scatter_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_broadcast_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_reduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
 
 // ---- shared phases --------------------------------------------------------
 
@@ -41,7 +48,14 @@ struct BlockLayout {
   std::vector<std::size_t> in_off;   // element offset of block j in the input
   std::vector<std::size_t> out_off;  // element offset of block j in the output
   std::vector<std::size_t> len;      // elements of block j
+  // The buffers "input" and "output" stand for: a phase of a composed
+  // algorithm (hierarchical all-reduce) may start from data an earlier phase
+  // left in the output.
+  BufferId src = BufferId::input;
+  BufferId dst = BufferId::output;
   std::size_t max_len() const;
+  Region in(std::size_t j, std::size_t at, std::size_t n) const { return {src, in_off[j] + at, n}; }
+  Region out(std::size_t j, std::size_t at, std::size_t n) const { return {dst, out_off[j] + at, n}; }
   // Balanced blocks of one buffer (all-reduce, broadcast): input and output
   // offsets are equal.
   static BlockLayout balanced(std::size_t count, int n);
@@ -57,6 +71,8 @@ struct RingView {
   int next = 0;
   int prev = 0;
   static RingView of_rank(int rank, int n);
+  // The ring through `order` (ranks, each once) in that order; `rank` must be in it.
+  static RingView of_order(const std::vector<int>& order, int rank);
 };
 
 // Any group on the largest power of two p <= n (recursive doubling,
@@ -80,6 +96,12 @@ struct PowerOfTwoFold {
 // receive overwrites the input the send read: it depends on the send).
 void fold_out(ScheduleBuilder& b, int rank, std::size_t count, std::uint32_t fold_tag, std::uint32_t unfold_tag);
 
+// The flat ring's order: ranks host by host (hosts ordered by lowest rank,
+// ranks ascending within a host), so the ring crosses between hosts only
+// num_hosts times; 0, 1, ..., n-1 when all ranks share a host or ranks are
+// numbered host by host already.
+std::vector<int> node_aware_order(const AlgoArgs& a);
+
 // Ring reduce-scatter (reduce_scatter_ring.cpp). At step s (0..n-2) position
 // p sends block (p + shift - s) and receives block (p + shift - s - 1), which
 // it reduces as (partial from prev) (op) (own input); it ends owning block
@@ -90,9 +112,11 @@ struct RingReduceScatterResult {
   std::vector<StepId> owned_done;               // per chunk: the step writing the owned block
   std::vector<std::vector<StepId>> input_read;  // [block][chunk]: the step that reads that input
 };
+// Every step that reads this rank's own blocks waits for `input_ready` (the
+// phase that produced them, when composed; kNoStep for none).
 RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
                                             const Chunking& ch, int shift, std::size_t scratch_base,
-                                            std::size_t tag_base);
+                                            std::size_t tag_base, StepId input_ready = kNoStep);
 std::size_t ring_reduce_scatter_scratch(const BlockLayout& L, int n);
 
 // Ring all-gather (allgather_ring.cpp). Position p starts holding block
@@ -112,8 +136,34 @@ struct RingAllgatherSpec {
   const std::vector<std::vector<StepId>>* write_guard = nullptr;
   int holder = -1;
 };
-void ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L, const Chunking& ch,
-                    const RingAllgatherSpec& spec, std::size_t tag_base);
+// Returns the receive steps it posted (a composed algorithm's next phase waits for them).
+std::vector<StepId> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
+                                   const Chunking& ch, const RingAllgatherSpec& spec, std::size_t tag_base);
+
+// Reduce along a tree (reduce_tree.cpp): per chunk this rank folds its input
+// chunk with the partials of `kids`, in that order, and sends the result to
+// `parent`; the root (parent < 0) writes it to root_dst instead. Non-roots
+// never touch the output: partials go to scratch (kids.size() * count
+// elements from scratch_base). One tag per chunk from tag_base.
+struct TreeReduceResult {
+  std::vector<StepId> done;        // per chunk: the root's write of root_dst, a non-root's send
+  std::vector<StepId> input_read;  // per chunk: the last step that reads that input chunk
+};
+TreeReduceResult tree_reduce(ScheduleBuilder& b, int parent, const std::vector<int>& kids, std::size_t count,
+                             const Chunking& ch, Region root_dst, std::size_t scratch_base, std::size_t tag_base);
+
+// Broadcast along a tree (broadcast_tree.cpp): per chunk a non-root receives
+// from `parent` into the output (after write_guard[c], if given) and forwards
+// it to `kids` in the order given; the root (parent < 0) sends from root_src
+// (after root_ready[c], if given) and writes nothing. One tag per chunk from
+// tag_base.
+struct TreeBroadcastSpec {
+  Region root_src;  // count elements the root sends from
+  const std::vector<StepId>* root_ready = nullptr;
+  const std::vector<StepId>* write_guard = nullptr;
+};
+void tree_broadcast(ScheduleBuilder& b, int parent, const std::vector<int>& kids, std::size_t count,
+                    const Chunking& ch, const TreeBroadcastSpec& spec, std::size_t tag_base);
 
 // Direct reduce-scatter (reduce_scatter_direct.cpp): rank r sends input block
 // j to rank j, receives its own block from every rank into scratch slot j

@@ -49,6 +49,54 @@ void fold_out(ScheduleBuilder& b, int rank, std::size_t count, std::uint32_t fol
 
 RingView RingView::of_rank(int rank, int n) { return {rank, n, mod(rank + 1LL, n), mod(rank - 1LL, n)}; }
 
+RingView RingView::of_order(const std::vector<int>& order, int rank) {
+  const int n = static_cast<int>(order.size());
+  const auto it = std::find(order.begin(), order.end(), rank);
+  if (it == order.end())
+    throw Error(ErrorCode::internal, "ring: rank " + std::to_string(rank) + " is not on the ring it builds");
+  const int pos = static_cast<int>(it - order.begin());
+  return {pos, n, order[static_cast<std::size_t>(mod(pos + 1LL, n))], order[static_cast<std::size_t>(mod(pos - 1LL, n))]};
+}
+
+std::vector<int> node_aware_order(const AlgoArgs& a) {
+  std::vector<int> order;
+  order.reserve(static_cast<std::size_t>(a.nranks));
+  if (a.hosts && a.hosts->num_hosts() > 1)
+    for (const auto& members : a.hosts->members) order.insert(order.end(), members.begin(), members.end());
+  else
+    for (int r = 0; r < a.nranks; ++r) order.push_back(r);
+  return order;
+}
+
+HostGroups HostGroups::of(std::vector<std::vector<int>> members, int nranks) {
+  HostGroups h;
+  h.host_of.assign(static_cast<std::size_t>(nranks), -1);
+  h.local_index.assign(static_cast<std::size_t>(nranks), -1);
+  for (std::size_t g = 0; g < members.size(); ++g) {
+    if (members[g].empty()) throw Error(ErrorCode::invalid_argument, "host " + std::to_string(g) + " has no ranks");
+    for (std::size_t i = 0; i < members[g].size(); ++i) {
+      const int r = members[g][i];
+      if (r < 0 || r >= nranks || h.host_of[static_cast<std::size_t>(r)] >= 0)
+        throw Error(ErrorCode::invalid_argument, "host layout: rank " + std::to_string(r) +
+                                                     " is outside [0, " + std::to_string(nranks) +
+                                                     ") or on two hosts");
+      h.host_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
+      h.local_index[static_cast<std::size_t>(r)] = static_cast<int>(i);
+    }
+  }
+  for (int r = 0; r < nranks; ++r)
+    if (h.host_of[static_cast<std::size_t>(r)] < 0)
+      throw Error(ErrorCode::invalid_argument, "host layout: rank " + std::to_string(r) + " is on no host");
+  h.members = std::move(members);
+  return h;
+}
+
+HostGroups HostGroups::single(int nranks) {
+  std::vector<int> all(static_cast<std::size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) all[static_cast<std::size_t>(r)] = r;
+  return of({std::move(all)}, nranks);
+}
+
 StepId fold_in_order(ScheduleBuilder& b, const std::vector<Region>& x, const std::vector<StepId>& x_ready,
                      Region acc, Region dst, const std::vector<StepId>& final_deps) {
   Deps last;

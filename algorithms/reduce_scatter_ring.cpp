@@ -14,7 +14,7 @@ std::size_t ring_reduce_scatter_scratch(const BlockLayout& L, int n) {
 
 RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
                                             const Chunking& ch, int shift, std::size_t scratch_base,
-                                            std::size_t tag_base) {
+                                            std::size_t tag_base, StepId input_ready) {
   const int n = ring.n;
   const std::size_t slot = L.max_len();
   RingReduceScatterResult R;
@@ -33,7 +33,7 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
       const std::size_t at = ch.begin(c);
       if (const std::size_t len = ch.len(L.len[send_blk], c)) {
         if (s == 0)
-          R.input_read[send_blk][c] = b.send(ring.next, in_region(L.in_off[send_blk] + at, len), tag);
+          R.input_read[send_blk][c] = b.send(ring.next, L.in(send_blk, at, len), tag, Deps{input_ready});
         else
           b.send(ring.next, scratch_region(send_slot + at, len), tag, {partial[c]});
       }
@@ -43,8 +43,8 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
         // (partial of the ranks before us) (op) (our input): every element is
         // folded in ring order starting at the block's first sender, by
         // exactly one rank, so the result is the same wherever it is read.
-        const Region dst = last ? out_region(L.out_off[recv_blk] + at, len) : tmp;
-        const StepId red = b.reduce(dst, tmp, in_region(L.in_off[recv_blk] + at, len), {got});
+        const Region dst = last ? L.out(recv_blk, at, len) : tmp;
+        const StepId red = b.reduce(dst, tmp, L.in(recv_blk, at, len), Deps{got, input_ready});
         R.input_read[recv_blk][c] = red;
         partial[c] = red;
         if (last) R.owned_done[c] = red;
@@ -60,10 +60,13 @@ void build_reduce_scatter_ring(const AlgoArgs& a, ScheduleBuilder& b) {
     b.copy(out_region(0, a.count), in_region(0, a.count));
     return;
   }
-  const BlockLayout L = BlockLayout::uniform(a.count, a.nranks, true, false);
+  // Blocks in ring order: position p's block is the input block of the rank there.
+  const std::vector<int> order = node_aware_order(a);
+  BlockLayout L = BlockLayout::uniform(a.count, a.nranks, true, false);
+  for (std::size_t p = 0; p < order.size(); ++p) L.in_off[p] = static_cast<std::size_t>(order[p]) * a.count;
   const Chunking ch = plan_chunks(a.count, a.chunk_elems, static_cast<std::size_t>(a.nranks - 1));
   // shift -1: position p ends owning block p, its own output block.
-  ring_reduce_scatter(b, RingView::of_rank(a.rank, a.nranks), L, ch, -1, 0, 0);
+  ring_reduce_scatter(b, RingView::of_order(order, a.rank), L, ch, -1, 0, 0);
   b.need_scratch(ring_reduce_scatter_scratch(L, a.nranks));
 }
 

@@ -206,6 +206,13 @@ class COMM_API Communicator {
   std::vector<std::string> algorithms(Collective c) const;
   /// The last operations of this rank as JSON (flight recorder).
   std::string flight_recorder_json() const;
+  /// Payload bytes this rank has sent to each peer (index = peer rank) since
+  /// creation, counted as sends complete: every collective run as a schedule
+  /// and every send(). Native collectives (algorithm "native") move their data
+  /// inside the transport and are not counted. Subtract two readings to get
+  /// what one operation sent, e.g. how much crossed to other hosts
+  /// (peers().same_host). Not thread safe against a concurrent call.
+  std::vector<std::uint64_t> bytes_sent() const;
 
  private:
   friend struct detail::Access;

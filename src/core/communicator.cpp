@@ -74,6 +74,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(const Config& config,
   c->size_ = config.world_size;
   c->stall_after_ = std::min(config.timeout / 4, std::chrono::milliseconds(1000));
   c->recorder_.resize(config.flight_recorder_size);
+  c->bytes_sent_.assign(static_cast<std::size_t>(config.world_size), 0);
 
   auto base = base_store(config, std::move(given));
   if (!lineage.root) {
@@ -162,6 +163,7 @@ std::string CommunicatorImpl::connect() {
   auto overrides = parse_override(config.algo_override);
   // The one exchange every transport and the selector rely on: who is where.
   peers_ = std::make_shared<const PeerTable>(exchange_peers(*store_, config, config.timeout));
+  plans_.set_hosts(algo::HostGroups::of(peers_->hosts, size_));
   if (config_.transport.empty()) config_.transport = default_transport(*peers_);
   TransportInit init{config.rank, config.world_size, store_, &config_, peers_};
   transport_ = create_transport(config_.transport, init);
@@ -176,7 +178,7 @@ std::string CommunicatorImpl::connect() {
   create_engines();
   selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
                                          std::move(overrides), transport_->native(), schedule_engine_ != nullptr,
-                                         direct_engine_.get());
+                                         direct_engine_.get(), plans_.hosts());
   selector_->set_native_profile(std::move(tuned.native));
   selector_->set_deterministic(config.deterministic);
   return tuned.source;
@@ -188,7 +190,7 @@ std::string CommunicatorImpl::connect() {
 void CommunicatorImpl::create_engines() {
   const TransportCaps caps = transport_->caps();
   if (!caps.stream_ordered)
-    schedule_engine_ = make_host_engine(*transport_, plans_, size_, config_.chunk_bytes);
+    schedule_engine_ = make_host_engine(*transport_, plans_, size_, config_.chunk_bytes, bytes_sent_.data());
   else if (StreamEngine* streams = transport_->stream_engine())
     schedule_engine_ = make_stream_engine(*transport_, *streams, plans_, size_, config_.chunk_bytes);
   if (NativeCollectives* native = transport_->native()) native_engine_ = make_native_engine(*transport_, *native);

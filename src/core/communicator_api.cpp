@@ -137,6 +137,7 @@ std::vector<SelectionRange> Communicator::selection_table(Collective c, std::siz
 }
 std::vector<std::string> Communicator::algorithms(Collective c) const { return impl().selector().names(c); }
 std::string Communicator::flight_recorder_json() const { return impl().flight_recorder_json(); }
+std::vector<std::uint64_t> Communicator::bytes_sent() const { return impl().bytes_sent(); }
 
 Communicator Communicator::split(int color, int key) { return Communicator(impl().split(color, key)); }
 

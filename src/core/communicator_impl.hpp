@@ -54,6 +54,8 @@ class CommunicatorImpl {
   Selector& selector() noexcept { return *selector_; }
   const LinkMatrix& links() const noexcept { return selector_->links(); }
   const std::shared_ptr<Store>& store() const noexcept { return store_; }
+  // Payload bytes this rank's schedules and sends have sent to each peer.
+  const std::vector<std::uint64_t>& bytes_sent() const noexcept { return bytes_sent_; }
 
   std::shared_ptr<Operation> start(const Call& call);
   // Progresses until `op` is no longer running or `limit` passes; throws the
@@ -120,6 +122,7 @@ class CommunicatorImpl {
   std::uint64_t splits_ = 0;
   std::uint64_t generation_ = 0;  // which communicator of this store this is
   std::vector<std::shared_ptr<Operation>> active_;
+  std::vector<std::uint64_t> bytes_sent_;  // per peer, see bytes_sent()
   // Operations the user no longer holds are reused (with their engine state).
   std::vector<std::shared_ptr<Operation>> operation_pool_;
   // The last collectives' signatures, published when a call stalls so that

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 namespace comm {
@@ -76,11 +77,25 @@ std::string PeerTable::describe() const {
 }
 
 namespace detail {
+namespace {
+std::mutex g_override_mu;
+std::function<std::string(const Config&)> g_host_override;
+}  // namespace
+
+void set_host_override_for_tests(std::function<std::string(const Config&)> host) {
+  std::lock_guard lk(g_override_mu);
+  g_host_override = std::move(host);
+}
 
 PeerInfo describe_self(const Config& config) {
   PeerInfo p;
   p.host = host_identity();
   p.hostname = this_hostname();
+  {
+    std::lock_guard lk(g_override_mu);
+    if (g_host_override)
+      if (std::string fake = g_host_override(config); !fake.empty()) p.host = p.hostname = fake;
+  }
   p.pid = static_cast<std::int64_t>(::getpid());
   p.device = config.device;
   return p;

@@ -6,6 +6,7 @@
 #include <comm/store.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 namespace comm::detail {
@@ -18,6 +19,12 @@ PeerTable self_peer_table(const Config& config);
 // Publishes this rank's entry under "peer/<rank>" of `store` and reads every
 // rank's; the one exchange every transport and the selector rely on.
 PeerTable exchange_peers(Store& store, const Config& config, std::chrono::milliseconds timeout);
+
+// Tests only: while set, describe_self() reports `host(config)` as the host
+// identity and hostname of the rank it describes (when non-empty), so ranks
+// that are threads of one process can pose as several hosts. Set it before
+// the communicators are created and clear it (nullptr) after.
+void set_host_override_for_tests(std::function<std::string(const Config&)> host);
 
 // The transport used when none is named: `local` when every rank is a thread
 // of one process, else the best host transport available (ucx, ofi, gloo).

@@ -43,7 +43,9 @@ class Engine {
 };
 
 // Schedules over the transport's point-to-point operations.
-std::unique_ptr<Engine> make_host_engine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes);
+// `bytes_sent` (one counter per peer, or null) counts each completed send's payload.
+std::unique_ptr<Engine> make_host_engine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes,
+                                         std::uint64_t* bytes_sent = nullptr);
 // Schedules enqueued on a CUDA stream by the transport's StreamEngine.
 std::unique_ptr<Engine> make_stream_engine(Transport& t, StreamEngine& streams, PlanCache& plans, int world_size,
                                            std::size_t chunk_bytes);

@@ -121,6 +121,7 @@ bool Execution::advance() {
         fail(c.code, c.message, c.cause >= 0 ? c.cause : st.peer);
         return completed_ != before;
       }
+      if (st.kind == StepKind::send && bytes_sent_) bytes_sent_[st.peer] += st.src.count * esize_;
       if (st.kind == StepKind::recv && c.bytes != st.dst.count * esize_) {
         fail(ErrorCode::mismatch, "rank " + std::to_string(st.peer) + " sent " + std::to_string(c.bytes) +
                                       " B, this rank expected " + std::to_string(st.dst.count * esize_) +

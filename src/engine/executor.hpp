@@ -25,7 +25,10 @@ struct ExecBuffers {
 // call to the next, so the hot path of a repeated small collective allocates nothing.
 class Execution {
  public:
-  explicit Execution(Transport& transport) : transport_(transport) {}
+  // `bytes_sent`, if given, has one counter per peer; each completed send
+  // adds its payload bytes to its peer's counter (Communicator::bytes_sent).
+  explicit Execution(Transport& transport, std::uint64_t* bytes_sent = nullptr)
+      : transport_(transport), bytes_sent_(bytes_sent) {}
   ~Execution();  // cancels what is still posted
   // Begins running `schedule`; `tag_base` is OR-ed with each step's tag to form the wire tag.
   void start(std::shared_ptr<const Schedule> schedule, ExecBuffers buffers, DataType dtype, ReduceOp op,
@@ -60,6 +63,7 @@ class Execution {
 
   std::shared_ptr<const Schedule> schedule_;
   Transport& transport_;
+  std::uint64_t* bytes_sent_ = nullptr;
   ExecBuffers buffers_;
   DataType dtype_ = DataType::f32;
   ReduceOp op_ = ReduceOp::sum;

@@ -15,7 +15,7 @@ namespace {
 // around it (an input copy, scratch, the avg division at the end).
 class ScheduleRun final : public Run {
  public:
-  ScheduleRun(Transport& t, ScratchPool& pool) : exec_(t), pool_(pool) {}
+  ScheduleRun(Transport& t, ScratchPool& pool, std::uint64_t* bytes_sent) : exec_(t, bytes_sent), pool_(pool) {}
 
   void start(std::shared_ptr<const Schedule> schedule, const Call& call, std::uint64_t tag_base, int world_size) {
     const std::size_t esize = dtype_size(call.dtype);
@@ -75,8 +75,8 @@ class ScheduleRun final : public Run {
 
 class HostEngine final : public Engine {
  public:
-  HostEngine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes)
-      : transport_(t), plans_(plans), world_size_(world_size), chunk_bytes_(chunk_bytes) {}
+  HostEngine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes, std::uint64_t* bytes_sent)
+      : transport_(t), plans_(plans), world_size_(world_size), chunk_bytes_(chunk_bytes), bytes_sent_(bytes_sent) {}
 
   std::string_view name() const noexcept override { return "host"; }
 
@@ -99,7 +99,7 @@ class HostEngine final : public Engine {
       tag_base = collective_tag_base(call.internal ? TagKind::internal : TagKind::collective, op.signature, op.seq);
     }
     if (op.run_owner != this) {
-      op.run = std::make_unique<ScheduleRun>(transport_, scratch_);
+      op.run = std::make_unique<ScheduleRun>(transport_, scratch_, bytes_sent_);
       op.run_owner = this;
     }
     static_cast<ScheduleRun&>(*op.run).start(std::move(schedule), call, tag_base, world_size_);
@@ -114,12 +114,14 @@ class HostEngine final : public Engine {
   ScratchPool scratch_;
   int world_size_;
   std::size_t chunk_bytes_;
+  std::uint64_t* bytes_sent_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_host_engine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes) {
-  return std::make_unique<HostEngine>(t, plans, world_size, chunk_bytes);
+std::unique_ptr<Engine> make_host_engine(Transport& t, PlanCache& plans, int world_size, std::size_t chunk_bytes,
+                                         std::uint64_t* bytes_sent) {
+  return std::make_unique<HostEngine>(t, plans, world_size, chunk_bytes, bytes_sent);
 }
 
 }  // namespace comm::detail

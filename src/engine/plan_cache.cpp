@@ -32,8 +32,10 @@ std::shared_ptr<const Schedule> PlanCache::get(const algo::Algorithm& a, const a
       return it->second;
     }
   }
+  algo::AlgoArgs with_hosts = args;
+  if (!hosts_.members.empty()) with_hosts.hosts = &hosts_;
   ScheduleBuilder b;
-  a.build(args, b);
+  a.build(with_hosts, b);
   auto s = std::make_shared<const Schedule>(std::move(b).finish());
   if (cacheable) {
     constexpr std::size_t kMaxPlans = 512;

@@ -23,11 +23,16 @@ algo::AlgoArgs algo_args(const Call& call, int rank, int world_size, std::size_t
 
 class PlanCache {
  public:
-  // The schedule of `a` for `args`, built on first use. all_to_allv plans
-  // depend on the counts and are never cached.
+  // The schedule of `a` for `args`, built on first use, over the hosts set
+  // below (args.hosts is filled in). all_to_allv plans depend on the counts
+  // and are never cached.
   std::shared_ptr<const Schedule> get(const algo::Algorithm& a, const algo::AlgoArgs& args);
+  // The communicator's hosts (fixed for its life, so not part of the key).
+  void set_hosts(algo::HostGroups hosts) { hosts_ = std::move(hosts); }
+  const algo::HostGroups& hosts() const noexcept { return hosts_; }
 
  private:
+  algo::HostGroups hosts_;
   using Key = std::tuple<const algo::Algorithm*, std::size_t, std::size_t, int, std::size_t, bool>;
   std::map<Key, std::shared_ptr<const Schedule>> plans_;
   std::array<std::pair<Key, std::shared_ptr<const Schedule>>, 4> recent_{};

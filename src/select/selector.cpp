@@ -20,9 +20,10 @@ constexpr std::size_t kModelElem = 4;  // sizes are modelled as f32 elements
 
 Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
                    std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable,
-                   const AlgorithmOffer* direct)
+                   const AlgorithmOffer* direct, algo::HostGroups hosts)
     : nranks_(nranks),
       links_(std::move(links)),
+      hosts_(hosts.members.empty() ? algo::HostGroups::single(nranks) : std::move(hosts)),
       compute_(compute),
       chunk_bytes_(chunk_bytes),
       overrides_(std::move(overrides)),
@@ -86,6 +87,7 @@ algo::AlgoArgs Selector::model_args(Collective c, std::size_t bytes) const {
   a.nranks = nranks_;
   a.elem_size = kModelElem;
   a.chunk_elems = std::max<std::size_t>(1, chunk_bytes_ / kModelElem);
+  a.hosts = &hosts_;
   std::size_t elems = std::max<std::size_t>(1, bytes / kModelElem);
   const auto n = static_cast<std::size_t>(nranks_);
   switch (c) {

@@ -41,9 +41,11 @@ class Selector {
   // `schedules_runnable` false: the transport runs only its native collectives
   // (a stream-ordered transport built without its stream engine).
   // `direct`: the direct-memory engine's algorithms, when the transport offers peer memory.
+  // `hosts`: the group's hosts (hierarchical algorithms and node-aware rings
+  // are modelled on them); empty = every rank on one host.
   Selector(int nranks, LinkMatrix links, ComputeParams compute, std::size_t chunk_bytes,
            std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable = true,
-           const AlgorithmOffer* direct = nullptr);
+           const AlgorithmOffer* direct = nullptr, algo::HostGroups hosts = {});
 
   // Algorithm names that exist for `c` (ours, the direct engine's, then the transport's native ones).
   const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
@@ -80,6 +82,7 @@ class Selector {
   void check_deterministic(Collective c, std::string_view name) const;
 
   const LinkMatrix& links() const { return links_; }
+  const algo::HostGroups& hosts() const { return hosts_; }
   const ComputeParams& compute() const { return compute_; }
 
  private:
@@ -100,6 +103,7 @@ class Selector {
 
   int nranks_;
   LinkMatrix links_;
+  algo::HostGroups hosts_;
   ComputeParams compute_;
   std::size_t chunk_bytes_;
   std::vector<OverrideRule> overrides_;

@@ -263,12 +263,49 @@ struct Case {
   std::size_t chunk;
   int root;
   bool in_place;
+  const algo::HostGroups* hosts = nullptr;  // null: one host
   std::string str() const {
+    std::string layout;
+    if (hosts)
+      for (const auto& m : hosts->members) {
+        layout += layout.empty() ? " hosts=" : "|";
+        for (std::size_t i = 0; i < m.size(); ++i) layout += (i ? "," : "") + std::to_string(m[i]);
+      }
     return std::string(to_string(alg->collective)) + "/" + std::string(alg->name) + " n=" + std::to_string(n) +
            " count=" + std::to_string(count) + " chunk=" + std::to_string(chunk) + " root=" + std::to_string(root) +
-           (in_place ? " in-place" : "");
+           (in_place ? " in-place" : "") + layout;
   }
 };
+
+// Host layouts for algorithms that read AlgoArgs::hosts: even and uneven
+// hosts, hosts of one rank, and ranks interleaved across hosts.
+std::vector<algo::HostGroups> host_layouts(int n) {
+  std::vector<std::vector<std::vector<int>>> shapes;
+  auto blocks = [n](std::vector<int> sizes) {
+    std::vector<std::vector<int>> m;
+    int r = 0;
+    for (int k : sizes) {
+      m.emplace_back();
+      for (int i = 0; i < k && r < n; ++i) m.back().push_back(r++);
+    }
+    return m;
+  };
+  if (n >= 2) shapes.push_back(blocks({n / 2, n - n / 2}));
+  if (n >= 3) shapes.push_back(blocks({n - 1, 1}));
+  if (n >= 4) shapes.push_back(blocks({n - 2, 1, 1}));
+  if (n >= 3) {
+    std::vector<std::vector<int>> interleaved(3);
+    for (int r = 0; r < n; ++r) interleaved[static_cast<std::size_t>(r % 3)].push_back(r);
+    shapes.push_back(interleaved);
+  }
+  std::vector<algo::HostGroups> out;
+  for (auto& m : shapes) out.push_back(algo::HostGroups::of(m, n));
+  return out;
+}
+
+bool reads_hosts(const algo::Algorithm& a) {
+  return a.name.find("hierarchical") != std::string_view::npos || a.name == "ring";
+}
 
 // all_to_allv pattern: rank i sends cnt(i, j) elements to j; zero included.
 std::size_t vcount(std::size_t count, int i, int j) { return static_cast<std::size_t>((i + 2 * j) % 3) * count / 2; }
@@ -329,6 +366,7 @@ std::string run_case(const Case& c, Op op, Data kind, bool races) {
     a.root = c.root;
     a.chunk_elems = c.chunk;
     a.in_place = c.in_place;
+    a.hosts = c.hosts;
     a.send_counts = vl[r].sc;
     a.send_displs = vl[r].sd;
     a.recv_counts = vl[r].rc;
@@ -467,21 +505,27 @@ void sweep(Collective coll) {
   int cases = 0;
   for (const algo::Algorithm& alg : algo::all_algorithms()) {
     if (alg.collective != coll) continue;
-    for (int n : kWorldSizes)
-      for (std::size_t count : counts_for(n))
-        for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{1} << 20})
-          for (int root : roots_for(coll, n))
-            for (bool in_place : {false, true}) {
-              // Exact aliasing (AlgoArgs::in_place) exists where input and output have one size.
-              if (in_place && !same_size(coll)) continue;
-              const Case c{&alg, n, count, chunk, root, in_place};
-              INFO(c.str());
-              ++cases;
-              CHECK_MESSAGE(run_case<float>(c, Op::sum, Data::exact, true) == "", "float sum");
-              CHECK_MESSAGE(run_case<std::int32_t>(c, Op::max, Data::exact, false) == "", "int32 max");
-              if (reduces(coll))
-                CHECK_MESSAGE(run_case<float>(c, Op::sum, Data::random, false) == "", "random float sum");
-            }
+    for (int n : kWorldSizes) {
+      std::vector<algo::HostGroups> layouts;
+      if (reads_hosts(alg)) layouts = host_layouts(n);
+      std::vector<const algo::HostGroups*> hosts{nullptr};
+      for (const auto& l : layouts) hosts.push_back(&l);
+      for (const algo::HostGroups* h : hosts)
+        for (std::size_t count : counts_for(n))
+          for (std::size_t chunk : {std::size_t{1}, std::size_t{3}, std::size_t{1} << 20})
+            for (int root : roots_for(coll, n))
+              for (bool in_place : {false, true}) {
+                // Exact aliasing (AlgoArgs::in_place) exists where input and output have one size.
+                if (in_place && !same_size(coll)) continue;
+                const Case c{&alg, n, count, chunk, root, in_place, h};
+                INFO(c.str());
+                ++cases;
+                CHECK_MESSAGE(run_case<float>(c, Op::sum, Data::exact, true) == "", "float sum");
+                CHECK_MESSAGE(run_case<std::int32_t>(c, Op::max, Data::exact, false) == "", "int32 max");
+                if (reduces(coll))
+                  CHECK_MESSAGE(run_case<float>(c, Op::sum, Data::random, false) == "", "random float sum");
+              }
+    }
   }
   CHECK(cases > 0);
 }
@@ -507,7 +551,10 @@ TEST_CASE("schedules: the registry lists the required algorithms under unique na
       {Collective::broadcast, "tree"},          {Collective::broadcast, "scatter_allgather"},
       {Collective::reduce, "tree"},             {Collective::reduce, "direct"},
       {Collective::all_to_all, "pairwise"},     {Collective::all_to_all, "bruck"},
-      {Collective::all_to_allv, "pairwise"},    {Collective::barrier, "dissemination"}};
+      {Collective::all_to_allv, "pairwise"},    {Collective::barrier, "dissemination"},
+      {Collective::allreduce, "hierarchical"},  {Collective::allreduce, "hierarchical_rail"},
+      {Collective::reduce_scatter, "hierarchical"}, {Collective::allgather, "hierarchical"},
+      {Collective::broadcast, "hierarchical"},  {Collective::reduce, "hierarchical"}};
   for (const auto& [c, name] : required) {
     INFO(to_string(c), " ", name);
     const algo::Algorithm* a = algo::find_algorithm(c, name);

@@ -1,0 +1,128 @@
+// Hierarchical all-reduce, split-rail variant (the bandwidth one, UCC's
+// cl/hier "split rail"): a ring reduce-scatter inside each host leaves each
+// rank the host's partial of its share; a ring all-reduce per rail across
+// hosts (one rank per host) completes each share; a ring all-gather inside
+// each host spreads the shares. Each rank sends 2(H-1)/H of its share across
+// hosts, H hosts of L ranks: S (H-1)/(H L) bytes per rank-pair rail per
+// direction and phase, against the flat ring's 2(n-1)/n S over the slowest
+// links. Composed from the ring builders over host groups and rails.
+//
+// Shares: the data is cut into B balanced rail blocks, B = the largest host's
+// rank count; on a host of L ranks, local rank i owns the contiguous rail
+// blocks [i B / L, (i+1) B / L) (one each on even hosts; a rank of a smaller
+// host owns several, and joins each of their rails). Every element is reduced
+// at exactly one rank and copied from there, so all ranks hold identical bits.
+//
+// Tags: the rails' phase uses [0, T2) (its peers are on other hosts, and all
+// hosts derive T2 from the same global sizes); the host's reduce-scatter and
+// all-gather use [T2, T2 + T1) and [T2 + T1, T2 + 2 T1), T1 per host.
+
+#include "algorithms/hierarchy.hpp"
+
+#include <algorithm>
+
+namespace comm::algo {
+namespace {
+
+struct Shares {
+  Partition blocks;  // the B rail blocks of the buffer
+  int B = 1;
+  // First rail block of local rank i on a host of `size` ranks.
+  std::size_t first(int i, int size) const {
+    return static_cast<std::size_t>(i) * static_cast<std::size_t>(B) / static_cast<std::size_t>(size);
+  }
+  // Local index of the owner of rail block j on a host of `size` ranks.
+  int owner(std::size_t j, int size) const {
+    int i = 0;
+    while (first(i + 1, size) <= j) ++i;
+    return i;
+  }
+};
+
+// One phase's result as one step: a zero-element copy that waits for `deps`.
+StepId join(ScheduleBuilder& b, const std::vector<StepId>& deps) {
+  Deps d;
+  for (StepId s : deps) d.add(s);
+  return b.copy(out_region(0, 0), out_region(0, 0), d);
+}
+
+}  // namespace
+
+void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.count == 0) return;
+  HostGroups storage;
+  const HostGroups& h = hosts_of(a, storage);
+  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
+  const int me = h.local_index[static_cast<std::size_t>(a.rank)];
+  const int H = h.num_hosts();
+  const int L = h.host_size(g);
+  const auto& members = h.members[static_cast<std::size_t>(g)];
+  Shares sh;
+  for (int k = 0; k < H; ++k) sh.B = std::max(sh.B, h.host_size(k));
+  sh.blocks = {a.count, static_cast<std::size_t>(sh.B)};
+
+  // This host's shares: position i owns [first(i), first(i+1)).
+  BlockLayout host;
+  for (int i = 0; i < L; ++i) {
+    const std::size_t lo = sh.first(i, L), hi = sh.first(i + 1, L);
+    host.in_off.push_back(sh.blocks.offset(lo));
+    host.out_off.push_back(sh.blocks.offset(lo));
+    host.len.push_back(sh.blocks.offset(hi) - sh.blocks.offset(lo));
+  }
+  const Chunking ch1 = plan_chunks(host.max_len(), a.chunk_elems, 2 * static_cast<std::size_t>(L - 1));
+  // The rails' pieces: each rail block split among H hosts; one chunking for all.
+  const std::size_t max_piece = (sh.blocks.size(0) + static_cast<std::size_t>(H) - 1) / static_cast<std::size_t>(H);
+  const Chunking ch2 = plan_chunks(max_piece, a.chunk_elems,
+                                   2 * static_cast<std::size_t>(H - 1) * static_cast<std::size_t>(sh.B));
+  const std::size_t rail_tags = 2 * static_cast<std::size_t>(H - 1) * ch2.chunks;
+  const std::size_t T2 = rail_tags * static_cast<std::size_t>(sh.B);
+  const std::size_t T1 = static_cast<std::size_t>(L - 1) * ch1.chunks;
+  const RingView host_ring = RingView::of_order(members, a.rank);
+
+  // 1. Host reduce-scatter: our share's host partial, in our output.
+  RingReduceScatterResult rs1;
+  std::vector<StepId> partial_done;
+  if (L > 1) {
+    rs1 = ring_reduce_scatter(b, host_ring, host, ch1, -1, 0, T2);
+    partial_done = rs1.owned_done;
+    b.need_scratch(ring_reduce_scatter_scratch(host, L));
+  } else {
+    partial_done = {b.copy(out_region(host.out_off[0], host.len[0]), in_region(host.in_off[0], host.len[0]))};
+  }
+  const StepId partial = join(b, partial_done);
+
+  // 2. Per rail block of our share: ring all-reduce with its owner on every host.
+  const std::size_t scratch2 = L > 1 ? ring_reduce_scatter_scratch(host, L) : 0;
+  const std::size_t stride2 = static_cast<std::size_t>(H - 1) * max_piece;  // scratch per rail block
+  std::vector<StepId> share_done{partial};
+  for (std::size_t j = sh.first(me, L), k = 0; H > 1 && j < sh.first(me + 1, L); ++j, ++k) {
+    std::vector<int> rail;
+    for (int o = 0; o < H; ++o) rail.push_back(h.member(o, sh.owner(j, h.host_size(o))));
+    BlockLayout pieces = BlockLayout::balanced(sh.blocks.size(j), H);
+    for (auto& off : pieces.in_off) off += sh.blocks.offset(j);
+    pieces.out_off = pieces.in_off;
+    pieces.src = BufferId::output;  // the host partial phase 1 left there
+    const RingView ring = RingView::of_order(rail, a.rank);
+    const std::size_t base = scratch2 + k * stride2;
+    const auto rs = ring_reduce_scatter(b, ring, pieces, ch2, 0, base, j * rail_tags, partial);
+    b.need_scratch(base + stride2);
+    RingAllgatherSpec spec;
+    spec.shift = 1;
+    spec.own_ready = &rs.owned_done;
+    spec.write_guard = &rs.input_read;  // a piece is overwritten only after we sent our partial of it
+    const auto got = ring_allgather(b, ring, pieces, ch2, spec, j * rail_tags + static_cast<std::size_t>(H - 1) * ch2.chunks);
+    share_done.insert(share_done.end(), rs.owned_done.begin(), rs.owned_done.end());
+    share_done.insert(share_done.end(), got.begin(), got.end());
+  }
+  if (L == 1) return;
+
+  // 3. Host all-gather of the finished shares. In place, another share's
+  // output range is its input range, which phase 1 read first.
+  const std::vector<StepId> ready(ch1.chunks, join(b, share_done));
+  RingAllgatherSpec spec;
+  spec.own_ready = &ready;
+  spec.write_guard = &rs1.input_read;
+  ring_allgather(b, host_ring, host, ch1, spec, T2 + T1);
+}
+
+}  // namespace comm::algo
