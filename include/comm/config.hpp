@@ -18,9 +18,12 @@
 ///                     fallback: MASTER_ADDR:MASTER_PORT (torchrun)
 ///   COMM_STORE_TOKEN  shared secret a client must prove to the TCP store
 ///   COMM_STORE_BIND   address the rank-0 TCP store listens on (default: the store host)
-///   COMM_TRANSPORT    transport name: local, ucx, ofi, gloo, mpi, nccl, or a registered one;
-///                     unset: local when all ranks are threads of one process, else the
-///                     best host transport built in (ucx, then ofi, then gloo)
+///   COMM_TRANSPORT    transport name: local, auto, ucx, ofi, gloo, mpi, nccl, or a registered one;
+///                     unset: local when all ranks are threads of one process, else auto
+///                     (per pair of ranks the best transport that reaches it: inside a host
+///                     shm, else ucx, ofi, gloo; between hosts ucx, then ofi, then gloo)
+///   COMM_AUTO_INTRA, COMM_AUTO_INTER  the transports auto uses inside a host / between
+///                     hosts instead (Config::transport_options "auto.intra" / "auto.inter")
 ///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
 ///   COMM_LOG          warn (default), info, debug, trace, or off; per communicator (see log.hpp):
 ///                     info says which transport, hosts, links and tuning were chosen; debug

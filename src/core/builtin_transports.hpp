@@ -28,6 +28,7 @@ void register_local_transport();
 #if COMM_HAVE_SHM
 void register_shm_transport();
 #endif
+void register_auto_transport();
 #if COMM_HAVE_UCX
 void register_ucx_transport();
 #endif

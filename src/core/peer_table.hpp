@@ -27,7 +27,7 @@ PeerTable exchange_peers(Store& store, const Config& config, std::chrono::millis
 void set_host_override_for_tests(std::function<std::string(const Config&)> host);
 
 // The transport used when none is named: `local` when every rank is a thread
-// of one process, else the best host transport available (ucx, ofi, gloo).
+// of one process, else `auto` (per pair the best transport that reaches it).
 std::string default_transport(const PeerTable& peers);
 
 }  // namespace comm::detail

@@ -25,7 +25,7 @@ DirectMemory::~DirectMemory() = default;
 namespace {
 
 // Names a user may ask for that this build can know about even when absent.
-constexpr std::string_view kKnownTransports[] = {"local", "shm", "ucx", "ofi", "gloo", "nccl", "mpi"};
+constexpr std::string_view kKnownTransports[] = {"local", "auto", "shm", "ucx", "ofi", "gloo", "nccl", "mpi"};
 
 struct Registry {
   std::mutex mu;
@@ -41,6 +41,7 @@ struct Registry {
 #else
     unavailable["shm"] = "this build of comm has no shm transport (it needs Linux; configure without COMM_WITH_SHM=OFF)";
 #endif
+    pending.push_back(register_auto_transport);
 #if COMM_HAVE_UCX
     pending.push_back(register_ucx_transport);
 #else
@@ -172,19 +173,9 @@ namespace detail {
 
 std::string default_transport(const PeerTable& peers) {
   if (peers.one_process()) return "local";
-  // Ranks in separate processes: the best host transport this build has.
-  constexpr std::string_view kHostTransports[] = {"ucx", "ofi", "gloo"};
-  for (std::string_view t : kHostTransports)
-    if (transport_unavailable_reason(t).empty()) {
-      COMM_INFO("no transport named (COMM_TRANSPORT / Config::transport): ranks are separate processes, using '"
-                << t << "'");
-      return std::string(t);
-    }
-  std::string why;
-  for (std::string_view t : kHostTransports) why += "; " + std::string(t) + ": " + transport_unavailable_reason(t);
-  throw Error(ErrorCode::unknown_transport,
-              "no transport named (COMM_TRANSPORT / Config::transport) and the ranks are separate processes, but "
-              "this build has no transport that crosses processes" + why);
+  // Ranks in separate processes: per pair the best transport that reaches it.
+  COMM_INFO("no transport named (COMM_TRANSPORT / Config::transport): ranks are separate processes, using 'auto'");
+  return "auto";
 }
 
 }  // namespace detail
