@@ -21,7 +21,8 @@
 # for testing how the library finds its store without commrun.
 #
 # The transports' own device variables are set per host: UCX_NET_DEVICES=mh0,
-# FI_TCP_IFACE=mh0, FI_NET_IFACE=mh0 and COMM_IFACE=<host address>.
+# FI_TCP_IFACE=mh0, FI_NET_IFACE=mh0 and COMM_IFACE=<host address>; every rank
+# gets the rig's COMM_STORE_TOKEN (a fresh random one unless set).
 # Every process of a host, the namespaces, the veth links and the bridge are
 # removed on exit, also on failure, Ctrl-C or SIGTERM; a rig killed with
 # SIGKILL leaves its namespaces behind, and the next rig removes them (their
@@ -99,6 +100,12 @@ sweep_stale() {
       ip netns del "$ns" 2>/dev/null || true
     fi
   done
+  for d in "${TMPDIR:-/tmp}"/cmh.*; do
+    [[ -d $d ]] || continue
+    pid=${d##*/cmh.}; pid=${pid%%.*}
+    [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && rm -rf "$d"
+  done
+  return 0
 }
 
 workdir=""
@@ -131,7 +138,7 @@ sweep_stale
 ip netns add "$prefix.sw" 2>/dev/null || skip "cannot create a network namespace here (ip netns add failed: no CAP_SYS_ADMIN?)"
 ip -n "$prefix.sw" link add br0 type bridge
 ip -n "$prefix.sw" link set br0 up
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/multihost.XXXXXX")
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/cmh.$$.XXXXXX")
 {
   echo "127.0.0.1 localhost"
   for ((k = 0; k < nhosts; k++)); do echo "10.77.0.$((k + 1)) mh-h$k"; done
@@ -157,6 +164,10 @@ mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount --bind "$MH_WORKDIR/hosts" /etc/hosts
 exec "$@"
 EOF
+
+# One token per rig: the hosts' ranks agree on it, other rigs' ranks cannot join.
+: "${COMM_STORE_TOKEN:=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+export COMM_STORE_TOKEN
 
 offset=0
 for ((k = 0; k < nhosts; k++)); do
