@@ -291,8 +291,9 @@ std::vector<algo::HostGroups> host_layouts(int n) {
     return m;
   };
   if (n >= 2) shapes.push_back(blocks({n / 2, n - n / 2}));
-  if (n >= 3) shapes.push_back(blocks({n - 1, 1}));
-  if (n >= 4) shapes.push_back(blocks({n - 2, 1, 1}));
+  // Large groups: the even split and the interleaving only (the sweep's cost grows with n).
+  if (n >= 3 && n <= 9) shapes.push_back(blocks({n - 1, 1}));
+  if (n >= 4 && n <= 9) shapes.push_back(blocks({n - 2, 1, 1}));
   if (n >= 3) {
     std::vector<std::vector<int>> interleaved(3);
     for (int r = 0; r < n; ++r) interleaved[static_cast<std::size_t>(r % 3)].push_back(r);
