@@ -7,15 +7,16 @@
 
 namespace comm::algo {
 
-std::vector<StepId> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
-                                   const Chunking& ch, const RingAllgatherSpec& spec, std::size_t tag_base) {
+std::vector<std::vector<StepId>> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
+                                                const Chunking& ch, const RingAllgatherSpec& spec,
+                                                std::size_t tag_base) {
   const int n = ring.n;
   const int held = ring.pos + spec.shift;
   const bool is_holder = spec.holder == ring.pos;
   // Nobody sends to the holder: it has every block already.
   const bool next_is_holder = spec.holder >= 0 && spec.holder == mod(ring.pos + 1LL, n);
   std::vector<StepId> arrived(ch.chunks, kNoStep);  // receive of chunk c at the previous step
-  std::vector<StepId> received;
+  std::vector<std::vector<StepId>> received(static_cast<std::size_t>(n), std::vector<StepId>(ch.chunks, kNoStep));
   for (int s = 0; s + 1 < n; ++s) {
     const auto send_blk = static_cast<std::size_t>(mod(held - s, n));
     const auto recv_blk = static_cast<std::size_t>(mod(held - s - 1, n));
@@ -39,7 +40,7 @@ std::vector<StepId> ring_allgather(ScheduleBuilder& b, const RingView& ring, con
         Deps d;
         if (spec.write_guard) d.add((*spec.write_guard)[recv_blk][c]);
         arrived[c] = b.recv(ring.prev, L.out(recv_blk, at, len), tag, d);
-        received.push_back(arrived[c]);
+        received[recv_blk][c] = arrived[c];
       }
     }
   }

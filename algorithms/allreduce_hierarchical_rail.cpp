@@ -39,12 +39,48 @@ struct Shares {
   }
 };
 
-// One phase's result as one step: a zero-element copy that waits for `deps`.
-StepId join(ScheduleBuilder& b, const std::vector<StepId>& deps) {
-  Deps d;
-  for (StepId s : deps) d.add(s);
-  return b.copy(out_region(0, 0), out_region(0, 0), d);
-}
+// Which step finished which output elements, so a later phase can wait for
+// exactly the elements it reads: phases pipeline chunk by chunk even though
+// their chunkings differ.
+class Produced {
+ public:
+  void add(std::size_t lo, std::size_t len, StepId step) {
+    if (len && step != kNoStep) spans_.push_back({lo, lo + len, step});
+  }
+  void add(const BlockLayout& L, std::size_t j, const Chunking& ch, const std::vector<StepId>& steps) {
+    for (std::size_t c = 0; c < ch.chunks; ++c) add(L.out_off[j] + ch.begin(c), ch.len(L.len[j], c), steps[c]);
+  }
+  // One step after which [lo, lo + len) is final: the producing step, or a
+  // zero-element copy waiting for every producer that overlaps it.
+  StepId ready(ScheduleBuilder& b, std::size_t lo, std::size_t len) const {
+    Deps d;
+    StepId only = kNoStep;
+    int n = 0;
+    for (const Span& s : spans_)
+      if (s.lo < lo + len && lo < s.hi) {
+        d.add(s.step);
+        only = s.step;
+        ++n;
+      }
+    if (n <= 1) return only;
+    return b.copy(out_region(lo, 0), out_region(lo, 0), d);
+  }
+  // ready() for chunk c of every block of L: the [block][chunk] table the ring builders take.
+  std::vector<std::vector<StepId>> table(ScheduleBuilder& b, const BlockLayout& L, const Chunking& ch) const {
+    std::vector<std::vector<StepId>> t(L.len.size(), std::vector<StepId>(ch.chunks, kNoStep));
+    for (std::size_t j = 0; j < L.len.size(); ++j)
+      for (std::size_t c = 0; c < ch.chunks; ++c)
+        if (const std::size_t len = ch.len(L.len[j], c)) t[j][c] = ready(b, L.out_off[j] + ch.begin(c), len);
+    return t;
+  }
+
+ private:
+  struct Span {
+    std::size_t lo, hi;
+    StepId step;
+  };
+  std::vector<Span> spans_;
+};
 
 }  // namespace
 
@@ -56,6 +92,7 @@ void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
   const int me = h.local_index[static_cast<std::size_t>(a.rank)];
   const int H = h.num_hosts();
   const int L = h.host_size(g);
+  const auto mine = static_cast<std::size_t>(me);
   const auto& members = h.members[static_cast<std::size_t>(g)];
   Shares sh;
   for (int k = 0; k < H; ++k) sh.B = std::max(sh.B, h.host_size(k));
@@ -81,20 +118,24 @@ void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
 
   // 1. Host reduce-scatter: our share's host partial, in our output.
   RingReduceScatterResult rs1;
-  std::vector<StepId> partial_done;
+  Produced partial;
   if (L > 1) {
     rs1 = ring_reduce_scatter(b, host_ring, host, ch1, -1, 0, T2);
-    partial_done = rs1.owned_done;
     b.need_scratch(ring_reduce_scatter_scratch(host, L));
+    partial.add(host, mine, ch1, rs1.owned_done);
   } else {
-    partial_done = {b.copy(out_region(host.out_off[0], host.len[0]), in_region(host.in_off[0], host.len[0]))};
+    for (std::size_t c = 0; c < ch1.chunks; ++c) {
+      const std::size_t at = host.in_off[0] + ch1.begin(c), len = ch1.len(host.len[0], c);
+      partial.add(at, len, b.copy(out_region(at, len), in_region(at, len)));
+    }
   }
-  const StepId partial = join(b, partial_done);
 
-  // 2. Per rail block of our share: ring all-reduce with its owner on every host.
+  // 2. Per rail block of our share: ring all-reduce with its owner on every
+  // host, each piece chunk starting as soon as phase 1 finished it.
   const std::size_t scratch2 = L > 1 ? ring_reduce_scatter_scratch(host, L) : 0;
   const std::size_t stride2 = static_cast<std::size_t>(H - 1) * max_piece;  // scratch per rail block
-  std::vector<StepId> share_done{partial};
+  Produced done = partial;
+  if (H > 1) done = {};
   for (std::size_t j = sh.first(me, L), k = 0; H > 1 && j < sh.first(me + 1, L); ++j, ++k) {
     std::vector<int> rail;
     for (int o = 0; o < H; ++o) rail.push_back(h.member(o, sh.owner(j, h.host_size(o))));
@@ -104,21 +145,26 @@ void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
     pieces.src = BufferId::output;  // the host partial phase 1 left there
     const RingView ring = RingView::of_order(rail, a.rank);
     const std::size_t base = scratch2 + k * stride2;
-    const auto rs = ring_reduce_scatter(b, ring, pieces, ch2, 0, base, j * rail_tags, partial);
+    const auto ready = partial.table(b, pieces, ch2);
+    const auto rs = ring_reduce_scatter(b, ring, pieces, ch2, 0, base, j * rail_tags, &ready);
     b.need_scratch(base + stride2);
     RingAllgatherSpec spec;
     spec.shift = 1;
     spec.own_ready = &rs.owned_done;
     spec.write_guard = &rs.input_read;  // a piece is overwritten only after we sent our partial of it
-    const auto got = ring_allgather(b, ring, pieces, ch2, spec, j * rail_tags + static_cast<std::size_t>(H - 1) * ch2.chunks);
-    share_done.insert(share_done.end(), rs.owned_done.begin(), rs.owned_done.end());
-    share_done.insert(share_done.end(), got.begin(), got.end());
+    const auto got =
+        ring_allgather(b, ring, pieces, ch2, spec, j * rail_tags + static_cast<std::size_t>(H - 1) * ch2.chunks);
+    // shift 0: position p ends owning piece p + 1; the others arrive.
+    const auto own_piece = static_cast<std::size_t>(mod(ring.pos + 1LL, H));
+    for (std::size_t q = 0; q < pieces.len.size(); ++q) done.add(pieces, q, ch2, q == own_piece ? rs.owned_done : got[q]);
   }
   if (L == 1) return;
 
-  // 3. Host all-gather of the finished shares. In place, another share's
-  // output range is its input range, which phase 1 read first.
-  const std::vector<StepId> ready(ch1.chunks, join(b, share_done));
+  // 3. Host all-gather of the finished shares, chunk by chunk. In place,
+  // another share's output range is its input range, which phase 1 read first.
+  std::vector<StepId> ready(ch1.chunks, kNoStep);
+  for (std::size_t c = 0; c < ch1.chunks; ++c)
+    if (const std::size_t len = ch1.len(host.len[mine], c)) ready[c] = done.ready(b, host.out_off[mine] + ch1.begin(c), len);
   RingAllgatherSpec spec;
   spec.own_ready = &ready;
   spec.write_guard = &rs1.input_read;

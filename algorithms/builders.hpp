@@ -112,11 +112,12 @@ struct RingReduceScatterResult {
   std::vector<StepId> owned_done;               // per chunk: the step writing the owned block
   std::vector<std::vector<StepId>> input_read;  // [block][chunk]: the step that reads that input
 };
-// Every step that reads this rank's own blocks waits for `input_ready` (the
-// phase that produced them, when composed; kNoStep for none).
+// A step that reads chunk c of this rank's own block j waits for
+// (*input_ready)[j][c] if given (the phase that produced it, when composed).
 RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
                                             const Chunking& ch, int shift, std::size_t scratch_base,
-                                            std::size_t tag_base, StepId input_ready = kNoStep);
+                                            std::size_t tag_base,
+                                            const std::vector<std::vector<StepId>>* input_ready = nullptr);
 std::size_t ring_reduce_scatter_scratch(const BlockLayout& L, int n);
 
 // Ring all-gather (allgather_ring.cpp). Position p starts holding block
@@ -136,9 +137,11 @@ struct RingAllgatherSpec {
   const std::vector<std::vector<StepId>>* write_guard = nullptr;
   int holder = -1;
 };
-// Returns the receive steps it posted (a composed algorithm's next phase waits for them).
-std::vector<StepId> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
-                                   const Chunking& ch, const RingAllgatherSpec& spec, std::size_t tag_base);
+// Returns [block][chunk] the receive that wrote it (kNoStep where none did), for
+// a composed algorithm's next phase to wait on.
+std::vector<std::vector<StepId>> ring_allgather(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
+                                                const Chunking& ch, const RingAllgatherSpec& spec,
+                                                std::size_t tag_base);
 
 // Reduce along a tree (reduce_tree.cpp): per chunk this rank folds its input
 // chunk with the partials of `kids`, in that order, and sends the result to

@@ -14,7 +14,8 @@ std::size_t ring_reduce_scatter_scratch(const BlockLayout& L, int n) {
 
 RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& ring, const BlockLayout& L,
                                             const Chunking& ch, int shift, std::size_t scratch_base,
-                                            std::size_t tag_base, StepId input_ready) {
+                                            std::size_t tag_base,
+                                            const std::vector<std::vector<StepId>>* input_ready) {
   const int n = ring.n;
   const std::size_t slot = L.max_len();
   RingReduceScatterResult R;
@@ -22,6 +23,7 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
   R.owned_done.assign(ch.chunks, kNoStep);
   // The reduction that produced chunk c of the block sent at the next step.
   std::vector<StepId> partial(ch.chunks, kNoStep);
+  const auto ready = [input_ready](std::size_t blk, std::size_t c) { return input_ready ? (*input_ready)[blk][c] : kNoStep; };
   for (int s = 0; s + 1 < n; ++s) {
     const auto send_blk = static_cast<std::size_t>(mod(ring.pos + shift - s, n));
     const auto recv_blk = static_cast<std::size_t>(mod(ring.pos + shift - s - 1, n));
@@ -33,7 +35,7 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
       const std::size_t at = ch.begin(c);
       if (const std::size_t len = ch.len(L.len[send_blk], c)) {
         if (s == 0)
-          R.input_read[send_blk][c] = b.send(ring.next, L.in(send_blk, at, len), tag, Deps{input_ready});
+          R.input_read[send_blk][c] = b.send(ring.next, L.in(send_blk, at, len), tag, Deps{ready(send_blk, c)});
         else
           b.send(ring.next, scratch_region(send_slot + at, len), tag, {partial[c]});
       }
@@ -44,7 +46,7 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
         // folded in ring order starting at the block's first sender, by
         // exactly one rank, so the result is the same wherever it is read.
         const Region dst = last ? L.out(recv_blk, at, len) : tmp;
-        const StepId red = b.reduce(dst, tmp, L.in(recv_blk, at, len), Deps{got, input_ready});
+        const StepId red = b.reduce(dst, tmp, L.in(recv_blk, at, len), Deps{got, ready(recv_blk, c)});
         R.input_read[recv_blk][c] = red;
         partial[c] = red;
         if (last) R.owned_done[c] = red;

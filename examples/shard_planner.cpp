@@ -24,39 +24,46 @@ namespace {
 
 struct Fabric {
   const char* name;
-  comm::LinkInfo link;
+  comm::LinkInfo link;   // between the GPUs of one host (or the nodes, with one GPU per node)
   comm::ComputeModel compute;
-  const char* what;    // the hardware the preset stands for
-  const char* source;  // where alpha and beta come from
+  const char* what;      // the hardware the preset stands for
+  const char* source;    // where alpha and beta come from
+  int gpus_per_host = 1;  // a TP degree above this spans hosts of this many GPUs...
+  comm::LinkInfo inter{};  // ...joined by this (one NIC per GPU)
 };
 
-// A GPU reduces and copies at HBM speed (H100 SXM: 3.35 TB/s; a reduce reads
-// two operands and writes one, so ~1 TB/s of output; a copy reads and writes,
-// ~1.5 TB/s). Each step of a schedule run on a GPU is a kernel queued on the
-// stream behind the previous one; with the launch already queued, what a step
-// costs is the gap between dependent kernels, about 1 us (not the 2-5 us of a
-// launch the host waits for, and not a host loop's 0.05 us).
-constexpr comm::ComputeModel kGpu{1000.0, 1500.0, 1.0};
+// What a GPU collective pays beyond the wire (kernel launch per collective,
+// a flag handshake per step) and its reduce/copy rates: the library's H100
+// preset (comm::fabric_preset, src/select/fabric_presets.cpp, which cites them).
+const comm::ComputeModel kGpu = comm::fabric_preset("h100-8").compute;
+// Between hosts of NVLink machines: the preset's NDR 400 Gb/s NIC per GPU.
+const comm::LinkInfo kNdr = comm::fabric_preset("h100-2x8").fabric.inter;
+const comm::LinkInfo kHdr{comm::LinkKind::ib, 2.7, 23.0, "preset HDR InfiniBand 200 Gb/s"};
 
 const Fabric kFabrics[] = {
     {"nvswitch",
-     {comm::LinkKind::nvswitch, 0.6, 360.0, "preset nvswitch"},
+     {comm::LinkKind::nvswitch, 0.6, 450.0, "preset nvswitch"},
      kGpu,
-     "8x H100 SXM, NVLink 4 through NVSwitch (DGX/HGX H100)",
+     "8x H100 SXM per host, NVLink 4 through NVSwitch (DGX/HGX H100); beyond 8 GPUs, hosts joined by one NDR "
+     "400 Gb/s NIC per GPU",
      "alpha: NCCL's latency model, per NVLink hop, LL protocol (src/graph/tuning.cc hwLat, 0.6 us); "
-     "beta: nccl-tests all-reduce bus bandwidth on H100 NVSwitch without NVLS (~360 GB/s of 450 GB/s NVLink 4)"},
+     "beta: NVLink 4 one way (450 GB/s; NCCL's ring reaches ~370 GB/s bus bandwidth, NVIDIA/nccl-tests#212); "
+     "between hosts 48 GB/s per NIC (NVIDIA/nccl-tests#290)",
+     8, kNdr},
     {"nvlink",
      {comm::LinkKind::nvlink, 0.6, 235.0, "preset nvlink"},
      kGpu,
-     "8x A100 SXM, NVLink 3 (HGX A100)",
+     "8x A100 SXM per host, NVLink 3 (HGX A100); beyond 8 GPUs, one HDR 200 Gb/s NIC per GPU",
      "alpha: NCCL's latency model, per NVLink hop, LL protocol (0.6 us); "
-     "beta: the cap NCCL's tuning model puts on A100 NVLink bus bandwidth (235 GB/s of 300 GB/s NVLink 3)"},
+     "beta: the cap NCCL's tuning model puts on A100 NVLink bus bandwidth (235 GB/s of 300 GB/s NVLink 3)",
+     8, kHdr},
     {"pcie",
      {comm::LinkKind::pcie, 1.0, 22.0, "preset pcie"},
      kGpu,
-     "GPUs under one PCIe Gen4 x16 switch, peer-to-peer",
+     "8 GPUs under PCIe Gen4 x16 switches, peer-to-peer; beyond 8 GPUs, one HDR 200 Gb/s NIC per GPU",
      "alpha: NCCL's latency model, per PCI hop, LL protocol (1.0 us); "
-     "beta: PCIe Gen4 x16 peer-to-peer as measured by p2p bandwidth tests (~22 GB/s of 32 GB/s raw)"},
+     "beta: PCIe Gen4 x16 peer-to-peer as measured by p2p bandwidth tests (~22 GB/s of 32 GB/s raw)",
+     8, kHdr},
     {"ib",
      {comm::LinkKind::ib, 2.7, 45.0, "preset ib"},
      kGpu,
@@ -71,40 +78,117 @@ const Fabric kFabrics[] = {
      "beta: 100 Gb/s = 12.5 GB/s raw, ~10 GB/s with socket copies"},
 };
 
-// A published small-message number a preset must land near, for the
-// algorithm the publisher ran at that size.
+// The cluster a TP degree occupies on `f`: one host up to gpus_per_host GPUs, then whole hosts.
+comm::HostFabric cluster(const Fabric& f, int tp) {
+  if (tp <= f.gpus_per_host || f.gpus_per_host <= 1)
+    return {1, tp, f.link, f.gpus_per_host <= 1 ? f.link : f.inter};
+  return {(tp + f.gpus_per_host - 1) / f.gpus_per_host, f.gpus_per_host, f.link, f.inter};
+}
+
+// A published number a preset must land near (within 30 %), for the
+// algorithm the publisher ran at that size. `lo`..`hi` is the published range;
+// busbw_per_nic: the figure is bus bandwidth per NIC (GB/s), not time.
 struct Reference {
   const char* fabric;
-  int nranks;
   std::size_t bytes;
-  const char* algorithm;
-  double us;
+  const char* algorithm;  // "" = the fastest of this library
+  double lo, hi;
+  bool busbw_per_nic;
   const char* source;
 };
 const Reference kReferences[] = {
-    {"nvswitch", 8, 1024, "ring", 15.0,
-     "NCCL, 8x H100 on NVSwitch, all-reduce <= 1 KiB: ~15 us with ring/tree LL (NCCL's own latency model, "
-     "src/graph/tuning.cc: ring LL base 6.6 us + 14 hops x 0.6 us = 15.0 us; tree LL 15.2 us)"},
+    {"h100-8", 8 << 10, "ring", 15.0, 20.0, false,
+     "NCCL all-reduce, 8 x H100 NVSwitch, <= 64 KiB: ~15-20 us (ring/tree LL; NCCL's latency model "
+     "src/graph/tuning.cc: ring LL base 6.6 us + 14 hops x 0.6 us = 15.0 us)"},
+    {"h100-8", 64 << 10, "ring", 15.0, 20.0, false, "as above, at 64 KiB"},
+    {"h100-8", 8 << 10, "direct", 6.0, 10.0, false,
+     "custom one-shot all-reduce kernels, 8 x H100: 6-10 us at 8-256 KiB (TensorRT-LLM's one-shot measured "
+     "5.7-7.8 us up to 32 KiB in sgl-project/sglang#2904)"},
+    {"h100-8", 256 << 10, "direct", 6.0, 10.0, false,
+     "as above, at 256 KiB (sgl-project/sglang#2904 measured 16.7 us there)"},
+    {"h100-8", std::size_t{1} << 30, "ring", 360.0, 475.0, false,
+     "NCCL ring all-reduce bus bandwidth, 8 x H100, >= 1 GiB: ~370 GB/s (NVIDIA/nccl-tests#212, "
+     "NVIDIA/nccl#1455; 475-480 GB/s with NVLink SHARP, NVIDIA/nccl-tests#290)"},
+    {"h100-2x8", std::size_t{1} << 30, "", 45.0, 49.0, true,
+     "2 x 8 H100 over NDR 400 Gb/s InfiniBand: 46-48 GB/s of bus bandwidth per NIC (NVIDIA/nccl-tests#290)"},
 };
 
 // Fastest eligible algorithm (predict sorts them first), or the named one.
-comm::Prediction best(int nranks, std::size_t bytes, const comm::LinkInfo& link, const comm::ComputeModel& compute,
+comm::Prediction best(const comm::HostFabric& f, std::size_t bytes, const comm::ComputeModel& compute,
                       const std::string& only = "") {
-  if (nranks == 1) return {"(none)", 0.0};
-  for (const comm::Prediction& p : comm::predict(comm::Collective::allreduce, nranks, bytes, link, compute))
+  if (f.hosts * f.ranks_per_host == 1) return {"(none)", 0.0};
+  for (const comm::Prediction& p : comm::predict(comm::Collective::allreduce, f, bytes, compute))
     if (p.us >= 0 && (only.empty() || p.algorithm == only)) return p;
   return {only.empty() ? "(none eligible)" : only + " (not eligible)", -1.0};
 }
 
 std::string human_bytes(std::size_t b) {
   char buf[32];
-  if (b >= (1u << 20))
+  if (b >= (1u << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1u << 30));
+  else if (b >= (1u << 20))
     std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1u << 20));
   else if (b >= 1024)
     std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
   else
     std::snprintf(buf, sizeof buf, "%zu B", b);
   return buf;
+}
+
+// Checks the model against each published figure for `preset`; prints one
+// line each. Returns how many lie outside 30 % of the published range.
+int check_references(const std::string& preset) {
+  const comm::FabricPreset f = comm::fabric_preset(preset);
+  const int n = f.fabric.hosts * f.fabric.ranks_per_host;
+  int outside = 0;
+  for (const Reference& r : kReferences) {
+    if (preset != r.fabric) continue;
+    const comm::Prediction p = best(f.fabric, r.bytes, f.compute, r.algorithm);
+    double model = p.us;
+    if (r.busbw_per_nic)  // nccl-tests' bus bandwidth, shared by the NICs of a host
+      model = 2.0 * (n - 1) / n * static_cast<double>(r.bytes) / (p.us * 1e3) / f.fabric.ranks_per_host;
+    else if (r.lo > 100)  // a bandwidth figure (GB/s)
+      model = 2.0 * (n - 1) / n * static_cast<double>(r.bytes) / (p.us * 1e3);
+    const double dev = model < r.lo ? (model - r.lo) / r.lo : model > r.hi ? (model - r.hi) / r.hi : 0.0;
+    const bool ok = std::fabs(dev) <= 0.30;
+    outside += ok ? 0 : 1;
+    std::printf("reference check: %s, %s all-reduce, '%s': model %.1f %s vs published %.0f-%.0f (%+.0f %%, %s 30 %%)\n"
+                "  published: %s\n",
+                preset.c_str(), human_bytes(r.bytes).c_str(), p.algorithm.c_str(), model,
+                r.busbw_per_nic ? "GB/s per NIC" : r.lo > 100 ? "GB/s bus bandwidth" : "us", r.lo, r.hi, 100.0 * dev,
+                ok ? "within" : "OUTSIDE", r.source);
+  }
+  return outside;
+}
+
+// --compare: hierarchical against flat ring on a preset cluster, 8 KiB - 1 GiB,
+// and what the selector (the same cost model) picks.
+int compare_hosts(const std::string& preset) {
+  const comm::FabricPreset f = comm::fabric_preset(preset);
+  const int n = f.fabric.hosts * f.fabric.ranks_per_host;
+  std::printf("fabric: %s -- %s\n  source: %s\n\n", f.name.c_str(), f.what.c_str(), f.source.c_str());
+  std::printf("%10s %12s %14s %18s  %-18s %12s %12s\n", "size", "ring us", "hierarchical", "hierarchical_rail",
+              "selector picks", "pick us", "busbw/NIC");
+  int worse = 0;
+  for (std::size_t bytes = 8 << 10; bytes <= (std::size_t{1} << 30); bytes *= 2) {
+    const auto all = comm::predict(comm::Collective::allreduce, f.fabric, bytes, f.compute);
+    auto us = [&](const char* name) {
+      for (const auto& p : all)
+        if (p.algorithm == name) return p.us;
+      return -1.0;
+    };
+    const comm::Prediction pick = all.front();  // sorted fastest first: what the selector chooses
+    const double ring = us("ring"), hier = us("hierarchical"), rail = us("hierarchical_rail");
+    const double faster = std::min(ring, std::min(hier, rail));
+    worse += pick.us > faster ? 1 : 0;
+    const double busbw = 2.0 * (n - 1) / n * static_cast<double>(bytes) / (pick.us * 1e3);
+    std::printf("%10s %12.1f %14.1f %18.1f  %-18s %12.1f %12.1f\n", human_bytes(bytes).c_str(), ring, hier, rail,
+                pick.algorithm.c_str(), pick.us, busbw / f.fabric.ranks_per_host);
+  }
+  std::printf("\nthe selector's pick is %s the faster of flat ring and hierarchical at every size\n\n",
+              worse == 0 ? "at least as fast as" : "NOT always as fast as");
+  const int outside = check_references(preset);
+  return worse == 0 && outside == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -114,13 +198,18 @@ int main(int argc, char** argv) {
   int layers = 32, max_tp = 16;
   std::string dtype_name = "bf16", fabric_name = "nvswitch";
   double compute_given = -1, hbm_gbps = 2700, alpha_us = -1, beta_gbps = -1, step_us = -1;
-  bool calibrated = false, csv = false;
+  bool calibrated = false, csv = false, compare = false;
   comm::cli::Parser args("shard_planner", "shard_planner [options]");
   args.description("Predicts per-step all-reduce time of tensor parallelism for TP = 1, 2, 4, ... --max-tp\n"
                    "and compares it with the per-step compute time.");
   args.section("the fabric");
   args.text("--fabric", "nvswitch|nvlink|pcie|ib|tcp",
-            "link preset (default nvswitch); sources are printed and in examples/README.md", fabric_name);
+            "link preset (default nvswitch; with --compare h100-2x8, or h100-8, h100-8x8, h100-<H>x8);\n"
+            "sources are printed and in examples/README.md", fabric_name);
+  args.flag("--compare",
+            "hierarchical vs flat ring all-reduce at 8 KiB - 1 GiB on a cluster preset, the\n"
+            "selector's pick, and the published figures it must match",
+            compare);
   args.flag("--calibrated", "use the link this job's communicator measured (run under commrun, >= 2 ranks)",
             calibrated);
   args.real("--alpha-us", "US", "override the preset's link latency", alpha_us, 0, true);
@@ -141,8 +230,11 @@ int main(int argc, char** argv) {
   args.flag("--csv", "machine-readable rows: tp,bytes,algorithm,allreduce_us,comm_us,compute_us", csv);
   args.parse_or_exit(argc, argv);
   if (calibrated && args.given("--fabric")) args.fail("--fabric and --calibrated exclude each other");
+  if (compare && calibrated) args.fail("--compare and --calibrated exclude each other");
+  if (compare && !args.given("--fabric")) fabric_name = "h100-2x8";
 
   try {
+    if (compare) return compare_hosts(fabric_name);
     const comm::DataType dtype = comm::parse_dtype(dtype_name);
     const std::size_t elem = comm::dtype_size(dtype);
     Fabric fabric{};
@@ -193,8 +285,12 @@ int main(int argc, char** argv) {
       std::printf("fabric: %s -- %s\n  alpha %.2f us, beta %.1f GB/s (%s)\n  source: %s%s\n", fabric.name,
                   fabric.what, fabric.link.alpha_us, fabric.link.beta_gbps, fabric.link.detail.c_str(), fabric.source,
                   overridden ? "\n  overridden on the command line: --alpha-us / --beta-gbps / --step-us" : "");
-      std::printf("  compute model: reduce %.0f GB/s, copy %.0f GB/s, %.2f us per step\n", fabric.compute.reduce_gbps,
-                  fabric.compute.copy_gbps, fabric.compute.step_overhead_us);
+      if (fabric.gpus_per_host > 1)
+        std::printf("  beyond %d GPUs: hosts of %d joined by alpha %.2f us, beta %.1f GB/s (%s)\n", fabric.gpus_per_host,
+                    fabric.gpus_per_host, fabric.inter.alpha_us, fabric.inter.beta_gbps, fabric.inter.detail.c_str());
+      std::printf("  compute model: reduce %.0f GB/s, copy %.0f GB/s, %.2f us per step, %.2f us per collective\n",
+                  fabric.compute.reduce_gbps, fabric.compute.copy_gbps, fabric.compute.step_overhead_us,
+                  fabric.compute.op_overhead_us);
       std::printf("model: %d layers, hidden %zu, batch %zu x %zu tokens, %s: 2 all-reduces of %s per layer\n",
                   layers, hidden, batch, tokens, dtype_name.c_str(), human_bytes(bytes).c_str());
       if (compute_given >= 0)
@@ -207,7 +303,7 @@ int main(int argc, char** argv) {
     }
     int dominated_from = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
-      const comm::Prediction p = best(tp, bytes, fabric.link, fabric.compute);
+      const comm::Prediction p = best(cluster(fabric, tp), bytes, fabric.compute);
       const double comm_us = p.us < 0 ? -1.0 : 2.0 * layers * p.us;
       const double compute_us = compute1 / tp;
       if (csv) {
@@ -228,16 +324,10 @@ int main(int argc, char** argv) {
     else
       std::printf("\ncommunication dominates beyond TP %d (from TP %d on)\n", dominated_from / 2, dominated_from);
 
-    for (const Reference& r : kReferences) {
-      if (fabric_name != r.fabric || calibrated) continue;
-      const comm::Prediction same = best(r.nranks, r.bytes, fabric.link, fabric.compute, r.algorithm);
-      const comm::Prediction fastest = best(r.nranks, r.bytes, fabric.link, fabric.compute);
-      const double err = (same.us - r.us) / r.us;
-      std::printf("\nreference check: %d ranks, %zu B all-reduce, '%s': model %.1f us vs published %.1f us "
-                  "(%+.0f %%, %s 30 %%)\n  published: %s\n"
-                  "  (the fastest algorithm of this library at that size, '%s', is predicted at %.1f us)\n",
-                  r.nranks, r.bytes, r.algorithm, same.us, r.us, 100.0 * err,
-                  std::fabs(err) <= 0.30 ? "within" : "OUTSIDE", r.source, fastest.algorithm.c_str(), fastest.us);
+    // The published figures the nvswitch preset's host (h100-8) must match.
+    if (fabric_name == "nvswitch" && !calibrated && !overridden) {
+      std::printf("\n");
+      check_references("h100-8");
     }
     return 0;
   } catch (const comm::Error& e) {

@@ -3,7 +3,8 @@
 /// The cost model the selector uses, offered for planning without a running
 /// communicator (e.g. "how long would an 8-rank all-reduce of 64 KiB take on
 /// NVSwitch?"). It simulates each algorithm's real schedule on links with
-/// latency alpha and bandwidth beta (one send and one receive port per rank)
+/// latency alpha and bandwidth beta (one send and one receive port per rank,
+/// and another pair for network links: a NIC works beside NVLink)
 /// plus local reduction/copy time. Thread safe; pure computation.
 
 #include <comm/export.hpp>
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace comm {
@@ -45,5 +47,39 @@ struct Prediction {
 COMM_API std::vector<Prediction> predict(Collective c, int nranks, std::size_t bytes, const LinkInfo& link,
                                          const ComputeModel& compute = {},
                                          std::size_t chunk_bytes = std::size_t{1} << 20);
+
+/// A cluster of `hosts` identical hosts of `ranks_per_host` ranks each (ranks
+/// numbered host by host): `intra` joins two ranks of one host, `inter` two
+/// ranks of different hosts (e.g. NVSwitch inside, one NIC per GPU between).
+struct HostFabric {
+  int hosts = 1;
+  int ranks_per_host = 1;
+  LinkInfo intra;
+  LinkInfo inter;
+};
+
+/// As above on a cluster of hosts: the hierarchical algorithms see the host
+/// groups and every pair its link. Throws invalid_argument for hosts or
+/// ranks_per_host below 1.
+COMM_API std::vector<Prediction> predict(Collective c, const HostFabric& fabric, std::size_t bytes,
+                                         const ComputeModel& compute = {},
+                                         std::size_t chunk_bytes = std::size_t{1} << 20);
+
+/// A named machine for planning: its hosts and links, what a collective pays
+/// on it beyond the wire, what it stands for and where its figures come from.
+struct FabricPreset {
+  std::string name;
+  std::string what;    ///< the hardware it stands for
+  std::string source;  ///< where each figure comes from (published measurements)
+  HostFabric fabric;
+  ComputeModel compute;
+};
+
+/// The built-in presets: "h100-8" (one host of 8 H100 SXM on NVSwitch),
+/// "h100-2x8" and "h100-8x8" (such hosts, one 400 Gb/s NDR InfiniBand NIC per
+/// GPU between them); "h100-<H>x8" for any H from 1 to 1024.
+COMM_API std::vector<std::string> fabric_preset_names();
+/// The preset `name`; throws invalid_argument naming the valid ones.
+COMM_API FabricPreset fabric_preset(std::string_view name);
 
 }  // namespace comm

@@ -24,8 +24,8 @@
 //  - a collective whose data exceeds compute.cache_bytes uses the large-data
 //    bandwidths and rates (memory-bound, not cache-bound);
 //  - the whole operation costs op_overhead_us more (call set-up and wait).
-// Ports are granted in order of readiness (ties: lower rank, then lower step),
-// which makes the prediction deterministic.
+// Ports are granted in order of readiness (ties: round-robin over the ranks,
+// each rank's earlier steps first), which makes the prediction deterministic.
 
 #include "select/cost_model.hpp"
 
@@ -42,12 +42,36 @@ namespace {
 
 struct Ready {
   double t;
-  std::uint32_t step;  // global step index; ranks' steps are numbered consecutively
-  bool operator>(const Ready& o) const { return t != o.t ? t > o.t : step > o.step; }
+  std::uint32_t local;  // the step's index within its rank's schedule
+  std::uint32_t step;   // global step index; ranks' steps are numbered consecutively
+  // Ties go round-robin over the ranks (each rank's first ready step, then
+  // each one's second, ...): taking one rank's whole queue first would book
+  // every receiver's port ahead for it (a direct exchange would then
+  // serialise into n-1 rounds per rank instead of n-1 permutations).
+  bool operator>(const Ready& o) const {
+    if (t != o.t) return t > o.t;
+    return local != o.local ? local > o.local : step > o.step;
+  }
 };
 
 // Microseconds to move `bytes` at `gbps` GB/s (1e9 B/s = 1e3 B/us).
 double transfer_us(double bytes, double gbps) { return bytes / (std::max(gbps, 1e-12) * 1e3); }
+
+// Network links (a NIC: tcp, ib) have ports of their own beside those of the
+// links inside a host (shared memory, PCIe, NVLink): a GPU's NIC and its
+// NVLinks, or a socket and a shared-memory copy, move data at the same time.
+std::size_t port_class(LinkKind k) {
+  switch (k) {
+    case LinkKind::tcp:
+    case LinkKind::ib: return 1;
+    case LinkKind::self:
+    case LinkKind::shm:
+    case LinkKind::pcie:
+    case LinkKind::nvlink:
+    case LinkKind::nvswitch: return 0;
+  }
+  return 0;
+}
 
 // (receiver, sender, tag) in one integer: 20 bits per rank, 24 for the tag
 // (schedule tags are < 2^kScheduleTagBits <= 2^24); groups are far smaller than 2^20 ranks.
@@ -105,7 +129,7 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
       const std::uint32_t g = base[static_cast<std::size_t>(r)] + static_cast<std::uint32_t>(i);
       owner[g] = r;
       missing[g] = s.steps[i].num_deps;
-      if (missing[g] == 0) queue.push({0.0, g});
+      if (missing[g] == 0) queue.push({0.0, static_cast<std::uint32_t>(i), g});
       const Step& st = s.steps[i];
       if ((st.kind == StepKind::send || st.kind == StepKind::recv) && (st.peer < 0 || st.peer >= n))
         throw Error(ErrorCode::internal, what + ": rank " + std::to_string(r) + " step " + std::to_string(i) +
@@ -123,8 +147,9 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
     }
   std::vector<bool> matched(recvs.size(), false);
 
-  std::vector<double> send_free(static_cast<std::size_t>(n), 0.0);
-  std::vector<double> recv_free(static_cast<std::size_t>(n), 0.0);
+  // Ports per rank and port class (port_class): a NIC moves data beside NVLink or shared memory.
+  std::vector<double> send_free(2 * static_cast<std::size_t>(n), 0.0);
+  std::vector<double> recv_free(2 * static_cast<std::size_t>(n), 0.0);
   std::vector<double> cpu_free(static_cast<std::size_t>(n), 0.0);
   std::size_t finished = 0;
   double end = 0.0;
@@ -136,7 +161,7 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
     for (StepId d : s.dependents_of(g - base[static_cast<std::size_t>(r)])) {
       const std::uint32_t dg = base[static_cast<std::size_t>(r)] + d;
       ready_at[dg] = std::max(ready_at[dg], t);
-      if (--missing[dg] == 0) queue.push({ready_at[dg], dg});
+      if (--missing[dg] == 0) queue.push({ready_at[dg], d, dg});
     }
   };
 
@@ -170,8 +195,9 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
         // posting other messages meanwhile.
         const double handshake = bytes > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0;
         // A receiver that copies the data itself cannot reduce meanwhile.
-        const double start = std::max({e.t, send_free[ru], recv_free[pu], link.receiver_copies ? cpu_free[pu] : 0.0});
-        send_free[ru] = recv_free[pu] = start + compute.step_overhead_us + xfer;
+        const std::size_t sp = 2 * ru + port_class(link.kind), rp = 2 * pu + port_class(link.kind);
+        const double start = std::max({e.t, send_free[sp], recv_free[rp], link.receiver_copies ? cpu_free[pu] : 0.0});
+        send_free[sp] = recv_free[rp] = start + compute.step_overhead_us + xfer;
         if (link.receiver_copies) cpu_free[pu] = start + handshake + xfer;
         const double arrive = start + link.alpha_us + handshake + xfer;
         const auto it = std::lower_bound(recvs.begin(), recvs.end(), RecvKey{match_key(peer, r, st.tag), 0});

@@ -3,7 +3,9 @@
 // links and predicts the completion time of the slowest rank.
 //
 // Model: each message costs alpha(link) + bytes / beta(link); a rank has one
-// send port and one receive port, and a message occupies the sender's send
+// send port and one receive port per port class (network links, tcp and ib,
+// have their own beside those of the links inside a host, as a NIC works
+// beside NVLink), and a message occupies the sender's send
 // port and the receiver's receive port for step_overhead_us + bytes/beta (so
 // a rank that sends n-1 tiny messages pays per message, not once); reduce
 // steps cost bytes / gamma, copies bytes / copy_gbps, both on the rank's

@@ -71,7 +71,15 @@ set_tests_properties(examples_swap_transports_checksums PROPERTIES LABELS "${che
 add_test(NAME examples_shard_planner_nvswitch_reference COMMAND shard_planner --fabric nvswitch)
 set_tests_properties(examples_shard_planner_nvswitch_reference PROPERTIES LABELS examples TIMEOUT 60)
 comm_example_check(examples_shard_planner_nvswitch_reference
-  "source: alpha: NCCL.*reference check: 8 ranks, 1024 B all-reduce, 'ring': .*within 30 %")
+  "source: alpha: NCCL.*reference check: h100-8, 8.0 KiB all-reduce, 'ring': [^\n]*within 30 %")
+# Hosts of 8 GPUs: hierarchical vs flat ring, the selector never slower than
+# either, and every published figure of the preset within 30 % (exit code 0).
+foreach(preset h100-2x8 h100-8x8)
+  add_test(NAME examples_shard_planner_compare_${preset} COMMAND shard_planner --compare --fabric ${preset})
+  set_tests_properties(examples_shard_planner_compare_${preset} PROPERTIES LABELS examples TIMEOUT 120)
+endforeach()
+comm_example_check(examples_shard_planner_compare_h100-2x8
+  "1.0 GiB +[0-9.]+ +[0-9.]+ +[0-9.]+  hierarchical_rail.*reference check: h100-2x8, 1.0 GiB[^\n]*within 30 %")
 add_test(NAME examples_shard_planner_monotone
   COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:shard_planner> -P ${CMAKE_CURRENT_LIST_DIR}/examples_planner.cmake)
 set_tests_properties(examples_shard_planner_monotone PROPERTIES LABELS examples TIMEOUT 120)

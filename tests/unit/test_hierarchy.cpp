@@ -294,3 +294,56 @@ TEST_CASE("node-aware ring: ranks interleaved across hosts cross between them on
   CHECK(crossing[4] > 0);
   CHECK(crossing[5] > 0);
 }
+
+namespace {
+
+double allreduce_us(const FabricPreset& f, const char* algo, std::size_t bytes) {
+  for (const Prediction& p : predict(Collective::allreduce, f.fabric, bytes, f.compute))
+    if (p.algorithm == algo) return p.us;
+  FAIL("no prediction for ", algo);
+  return -1;
+}
+
+// Within 30 % of the published range [lo, hi].
+bool near(double model, double lo, double hi) { return model >= 0.7 * lo && model <= 1.3 * hi; }
+
+}  // namespace
+
+TEST_CASE("fabric presets: the cost model reproduces published H100 figures within 30 %") {
+  const FabricPreset one = fabric_preset("h100-8");
+  CHECK(one.fabric.hosts == 1);
+  CHECK(one.fabric.ranks_per_host == 8);
+  // NCCL on 8 x H100 NVSwitch: ~15-20 us up to 64 KiB.
+  for (std::size_t b : {std::size_t{8} << 10, std::size_t{64} << 10}) CHECK(near(allreduce_us(one, "ring", b), 15, 20));
+  // One-shot kernels: 6-10 us at 8-256 KiB.
+  for (std::size_t b : {std::size_t{8} << 10, std::size_t{256} << 10}) CHECK(near(allreduce_us(one, "direct", b), 6, 10));
+  // NCCL ring bus bandwidth at 1 GiB: 360-475 GB/s.
+  const double gib = static_cast<double>(std::size_t{1} << 30);
+  CHECK(near(2.0 * 7 / 8 * gib / (allreduce_us(one, "ring", std::size_t{1} << 30) * 1e3), 360, 475));
+  // 2 x 8 over NDR: 45-49 GB/s of bus bandwidth per NIC, with the fastest algorithm.
+  const FabricPreset two = fabric_preset("h100-2x8");
+  const Prediction fastest = predict(Collective::allreduce, two.fabric, std::size_t{1} << 30, two.compute).front();
+  CHECK(fastest.algorithm == "hierarchical_rail");
+  CHECK(near(2.0 * 15 / 16 * gib / (fastest.us * 1e3) / 8, 45, 49));
+  // Nothing is predicted below the fastest published kernel's floor.
+  CHECK(predict(Collective::allreduce, one.fabric, 128 << 10, one.compute).front().us > 0.7 * 6);
+  CHECK(fabric_preset("h100-8x8").fabric.hosts == 8);
+  CHECK_THROWS_WITH_AS(fabric_preset("h100-0x8"), doctest::Contains("presets: h100-8"), Error);
+}
+
+TEST_CASE("fabric presets: on hosts of 8 the selector picks hierarchical where it beats the flat ring") {
+  for (const char* name : {"h100-2x8", "h100-8x8"}) {
+    INFO(name);
+    const FabricPreset f = fabric_preset(name);
+    for (std::size_t b = 8 << 10; b <= (std::size_t{1} << 30); b *= 8) {
+      const auto all = predict(Collective::allreduce, f.fabric, b, f.compute);
+      const double ring = allreduce_us(f, "ring", b);
+      const double hier = std::min(allreduce_us(f, "hierarchical", b), allreduce_us(f, "hierarchical_rail", b));
+      CHECK(all.front().us <= std::min(ring, hier));  // sorted: what the selector chooses
+      if (b >= (std::size_t{1} << 20)) CHECK(hier < ring);  // bandwidth: the rails win by far
+    }
+    // Uniform links (one host): the hierarchical algorithms are the flat ones and never win.
+    const FabricPreset one = fabric_preset("h100-8");
+    CHECK(allreduce_us(one, "hierarchical_rail", 1 << 20) == doctest::Approx(allreduce_us(one, "ring", 1 << 20)));
+  }
+}
