@@ -22,8 +22,7 @@
 ///                     unset: local when all ranks are threads of one process, else auto
 ///                     (per pair of ranks the best transport that reaches it: inside a host
 ///                     shm, else ucx, ofi, gloo; between hosts ucx, then ofi, then gloo)
-///   COMM_AUTO_INTRA, COMM_AUTO_INTER  the transports auto uses inside a host / between
-///                     hosts instead (Config::transport_options "auto.intra" / "auto.inter")
+///                     (auto's own settings: auto.intra / auto.inter, COMM_AUTO_INTRA / _INTER)
 ///   COMM_TIMEOUT      default per-operation timeout in seconds (fractional ok), default 300
 ///   COMM_LOG          warn (default), info, debug, trace, or off; per communicator (see log.hpp):
 ///                     info says which transport, hosts, links and tuning were chosen; debug

@@ -185,8 +185,6 @@ Config Config::from_env() {
   if (auto f = env("COMM_DEVICE"))
     c.device = static_cast<int>(parse_int(Found{"COMM_DEVICE", *f}, 0, 1 << 16));
   if (auto f = env("COMM_IFACE")) c.iface = std::string(*f);
-  if (auto f = env("COMM_AUTO_INTRA")) c.transport_options["auto.intra"] = std::string(*f);
-  if (auto f = env("COMM_AUTO_INTER")) c.transport_options["auto.inter"] = std::string(*f);
   if (auto f = env("COMM_DUMP_DIR")) c.dump_dir = std::string(*f);
   if (auto f = env("COMM_LOG_FILE")) c.log_file = std::string(*f);
   if (auto f = env("COMM_LOG_SUBSYS")) {

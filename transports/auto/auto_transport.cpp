@@ -21,10 +21,8 @@ constexpr std::string_view kIntraPreference[] = {"shm", "ucx", "ofi", "gloo"};
 // Longest a wait() sleeps in one sub-transport while another also has work pending.
 constexpr auto kTurn = std::chrono::microseconds(200);
 
-std::string option(const Config& c, const char* key) {
-  const auto it = c.transport_options.find(key);
-  return it == c.transport_options.end() ? std::string() : it->second;
-}
+// "auto.intra" -> the transport option "intra" of transport "auto" (or COMM_AUTO_INTRA).
+std::string option(const Config& c, const char* key) { return c.transport_option("auto", std::string_view(key).substr(5)); }
 
 // The first available of `preference`, or the named one; `why` says how it was chosen.
 std::string choose(std::span<const std::string_view> preference, const std::string& named, const char* key,
