@@ -211,6 +211,8 @@ TEST_CASE("results JSON has one record per point with the documented fields") {
   r.busbw_gbps = r.algbw_gbps * busbw_factor(BenchColl::allreduce, 2);
   r.wrong = 0;
   r.pred_us = 11.0;
+  r.sent_bytes = 6144;
+  r.cross_host_bytes = 2048;
   Result p2p = r;
   p2p.coll = BenchColl::sendrecv;
   p2p.algo = p2p.ran = "p2p";
@@ -224,7 +226,7 @@ TEST_CASE("results JSON has one record per point with the documented fields") {
   const auto& recs = v.find("records")->array;
   REQUIRE(recs.size() == 2);
   for (const char* key : {"coll", "transport", "algo", "ranks", "bytes", "count", "dtype", "time_us", "algbw_gbps",
-                          "busbw_gbps", "wrong", "pred_us", "auto_pick"}) {
+                          "busbw_gbps", "wrong", "pred_us", "auto_pick", "sent_bytes", "cross_host_bytes"}) {
     CAPTURE(key);
     CHECK(recs[0].find(key) != nullptr);
   }
@@ -234,6 +236,8 @@ TEST_CASE("results JSON has one record per point with the documented fields") {
   CHECK(recs[0].find("time_us")->number == 12.5);
   CHECK(recs[0].find("busbw_gbps")->number == doctest::Approx(4096 / 12.5e3));
   CHECK(recs[0].find("auto_pick")->string == "ring");
+  CHECK(recs[0].find("sent_bytes")->number == 6144);
+  CHECK(recs[0].find("cross_host_bytes")->number == 2048);
   CHECK(recs[1].find("auto_pick")->kind == json::Value::Kind::null);
   CHECK(recs[1].find("pred_us")->kind == json::Value::Kind::null);
   CHECK(v.find("skipped_transports")->array[0].find("reason")->string == "no GPU");

@@ -122,7 +122,11 @@ cli::Parser make_parser(Options& o) {
            "out-of-place and in-place column groups and footers\n"
            "(commrun --no-prefix, or read rank 0's lines); off with --algo all",
            [&o](std::string_view v) { o.inplace = parse_flag01(v) ? 1 : 0; });
-  p.text("--json", "FILE", "one record per (coll, transport, algo, size)", o.json_path);
+  p.text("--json", "FILE",
+         "one record per (coll, transport, algo, size); sent_bytes and\n"
+         "cross_host_bytes: what one operation sent, in all and to\n"
+         "other hosts, the largest of any rank (byte counters)",
+         o.json_path);
   p.text("--plot", "FILE.svg", "time vs size per (transport, algo), log-log", o.plot_path);
   p.flag("-q,--quiet", "no progress lines on stderr", o.quiet);
   return p;

@@ -207,6 +207,7 @@ std::string results_json(const RunInfo& info, const std::vector<Result>& results
     w.member("p10_us", r.p10_us).member("p90_us", r.p90_us);
     w.member("algbw_gbps", r.algbw_gbps).member("busbw_gbps", r.busbw_gbps);
     w.member_or_null("wrong", r.wrong >= 0, r.wrong).member_or_null("pred_us", r.pred_us >= 0, r.pred_us);
+    w.member("sent_bytes", r.sent_bytes).member("cross_host_bytes", r.cross_host_bytes);
     w.member_or_null("auto_pick", !r.auto_pick.empty(), r.auto_pick);
     if (r.inplace.measured) {
       w.key("inplace").begin_object().member("time_us", r.inplace.time_us);

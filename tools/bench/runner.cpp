@@ -137,6 +137,7 @@ Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inp
   }
   const bool pingpong = opts_.coll == BenchColl::sendrecv;
   std::vector<double> times(static_cast<std::size_t>(t.iters));
+  t.sent = comm_.bytes_sent();
   for (auto& us : times) {
     comm_.barrier();
     const auto t0 = Clock::now();
@@ -146,6 +147,8 @@ Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inp
     // at its own barrier exit and would add the barrier's skew.
     if (pingpong) us = comm_.rank() == 0 ? us / 2 : 0.0;
   }
+  const std::vector<std::uint64_t> after = comm_.bytes_sent();
+  for (std::size_t p = 0; p < after.size(); ++p) t.sent[p] = after[p] - t.sent[p];
   // Outside the timed region.
   const RankTime how = pingpong ? RankTime::max : opts_.rank_time;
   switch (how) {
@@ -218,6 +221,7 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
   r.time_us = t.time_us;
   r.p10_us = t.p10_us;
   r.p90_us = t.p90_us;
+  traffic(t, r);
   r.algbw_gbps = gbps(l.bytes, r.time_us);
   r.busbw_gbps = r.algbw_gbps * factor;
   if (opts_.check > 0) r.wrong = check_runs(l, o, false);
@@ -238,6 +242,22 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
     }
   }
   return r;
+}
+
+// What one operation of the timed loop sent (barriers send no payload), the
+// largest over ranks: in all, and across hosts.
+// The bytes one operation sent (averaged over the timed runs), the largest of any rank.
+void Runner::traffic(const Timing& t, Result& r) {
+  std::vector<double> sent{0.0, 0.0};
+  for (int p = 0; p < comm_.size(); ++p) {
+    const auto d = static_cast<double>(t.sent[static_cast<std::size_t>(p)]);
+    sent[0] += d;
+    if (!comm_.peers().same_host(comm_.rank(), p)) sent[1] += d;
+  }
+  for (double& v : sent) v /= std::max(1, t.iters * opts_.agg);
+  comm_.allreduce(view(sent), ReduceOp::max);
+  r.sent_bytes = sent[0];
+  r.cross_host_bytes = sent[1];
 }
 
 void Runner::run(const Callbacks& cb) {

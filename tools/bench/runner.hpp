@@ -41,6 +41,9 @@ struct Result {
     double time_us = 0, algbw_gbps = 0, busbw_gbps = 0;
     std::int64_t wrong = -1;
   } inplace;
+  // Byte counters (Communicator::bytes_sent) per operation, the largest of any
+  // rank: all it sent, and what it sent to ranks on other hosts.
+  double sent_bytes = 0, cross_host_bytes = 0;
 };
 
 // A point that could not run (the algorithm is not eligible there, ...).
@@ -76,12 +79,14 @@ class Runner {
   struct Timing {
     int iters = 0;
     double time_us = 0, p10_us = 0, p90_us = 0;
+    std::vector<std::uint64_t> sent;  // bytes to each peer during the timed operations
   };
   void run_op(const Layout& l, const CallOptions& o, bool inplace);
   void prepare(const Layout& l, bool inplace, bool poison);
   Timing time_runs(const Layout& l, const CallOptions& o, bool inplace);
   std::int64_t check_runs(const Layout& l, const CallOptions& o, bool inplace);
   Result measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands);
+  void traffic(const Timing& t, Result& r);
 
   Communicator& comm_;
   Options opts_;
