@@ -26,13 +26,14 @@ namespace {
 
 using namespace comm;
 
-constexpr const char* kKnownTransports[] = {"local", "ucx", "ofi", "gloo", "nccl"};
+constexpr const char* kKnownTransports[] = {"local", "auto", "ucx", "ofi", "gloo", "nccl"};
 constexpr Collective kShown[] = {Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
                                  Collective::broadcast, Collective::reduce,         Collective::all_to_all,
                                  Collective::all_to_allv, Collective::barrier};
 
 struct InfoOptions {
   std::string transport;
+  std::string fabric;  // --fabric: plan on a preset cluster, no communicator
   std::vector<std::size_t> sizes;
   std::size_t table_max = std::size_t{1} << 30;
   bool json = false;
@@ -47,7 +48,12 @@ from 1 B to --max; and for each --size every candidate algorithm with its
 predicted time and why it won or lost ("det": its reduction order is the rank
 order at every size, so it may run under COMM_DETERMINISTIC=1, which restricts
 auto to such algorithms). COMM_CALIBRATE / COMM_TUNING_FILE /
-COMM_DETERMINISTIC apply as for any communicator.)";
+COMM_DETERMINISTIC apply as for any communicator.
+
+comm-info --fabric PRESET [--size SIZE]... (no communicator, no commrun) plans
+on a preset cluster instead (h100-8, h100-2x8, h100-8x8, h100-<H>x8: H100 hosts
+on NVSwitch, one 400 Gb/s NIC per GPU between): its hosts and links, and for
+each --size every all-reduce algorithm's predicted time, fastest first.)";
 
 InfoOptions parse(int argc, char** argv) {
   InfoOptions o;
@@ -61,6 +67,7 @@ InfoOptions parse(int argc, char** argv) {
            o.sizes.push_back(*b);
          });
   p.bytes("--max", "largest size of the selection tables (default 1G)", o.table_max);
+  p.text("--fabric", "PRESET", "plan on a preset cluster (no communicator is created)", o.fabric);
   p.flag("--json", "the whole report as one JSON document on stdout", o.json);
   p.flag("--version", "comm's version and each transport library's, then exit\n(no communicator is created)",
          o.version);
@@ -292,6 +299,27 @@ std::string report_json(const Communicator& c, const InfoOptions& o, const std::
   return w.end_object().str() + "\n";
 }
 
+// --fabric: the cost model on a preset cluster, as the selector would see it.
+void print_fabric(const std::string& name, const std::vector<std::size_t>& sizes) {
+  const FabricPreset f = fabric_preset(name);
+  const HostFabric& h = f.fabric;
+  std::printf("comm-info: fabric preset %s (no communicator): %s\n  source: %s\n\n", f.name.c_str(), f.what.c_str(),
+              f.source.c_str());
+  std::printf("Hosts: %d of %d ranks\n  inside a host  %-8s alpha %8.3f us  beta %8.3f GB/s  %s\n", h.hosts,
+              h.ranks_per_host, std::string(to_string(h.intra.kind)).c_str(), h.intra.alpha_us, h.intra.beta_gbps,
+              h.intra.detail.c_str());
+  if (h.hosts > 1)
+    std::printf("  between hosts  %-8s alpha %8.3f us  beta %8.3f GB/s  %s\n", std::string(to_string(h.inter.kind)).c_str(),
+                h.inter.alpha_us, h.inter.beta_gbps, h.inter.detail.c_str());
+  std::printf("  per collective %.2f us, per step %.2f us, reduce %.0f GB/s, copy %.0f GB/s\n", f.compute.op_overhead_us,
+              f.compute.step_overhead_us, f.compute.reduce_gbps, f.compute.copy_gbps);
+  for (std::size_t s : sizes) {
+    std::printf("\nallreduce at %s: fastest first (the selector's pick)\n", bytes_text(s).c_str());
+    for (const Prediction& p : predict(Collective::allreduce, h, s, f.compute))
+      if (p.us >= 0) std::printf("    %-20s %12.2f us\n", p.algorithm.c_str(), p.us);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,6 +328,10 @@ int main(int argc, char** argv) {
     if (o.version) {
       std::printf("comm %s\n", std::string(version()).c_str());
       print_transport_lines(transport_rows(), "");
+      return 0;
+    }
+    if (!o.fabric.empty()) {
+      print_fabric(o.fabric, o.sizes);
       return 0;
     }
     Config cfg = Config::from_env();

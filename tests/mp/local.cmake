@@ -15,3 +15,9 @@ if(NOT COMM_ENABLED_TRANSPORTS STREQUAL "local")
   set_tests_properties(mp_default_transport_2 PROPERTIES
     PASS_REGULAR_EXPRESSION "transport auto\n.*Hosts \\(1;.*host 0 \\([^)]*\\): ranks 0, 1.*0->1, 1->0 +[a-z]+ +alpha.*auto: (shm|ucx|ofi|gloo) \\(on one host: first available of shm")
 endif()
+
+# comm-info plans on a preset cluster without a job: on 2 hosts of 8 H100 the
+# split-rail hierarchical all-reduce is the fastest at 256 MiB.
+add_test(NAME comm_info_fabric_preset COMMAND comm-info --fabric h100-2x8 --size 256M)
+set_tests_properties(comm_info_fabric_preset PROPERTIES LABELS mp TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "Hosts: 2 of 8 ranks.*allreduce at 256 MiB: fastest first[^\n]*\n +hierarchical_rail ")
