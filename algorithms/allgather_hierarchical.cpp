@@ -12,10 +12,9 @@ namespace comm::algo {
 void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
   if (a.count == 0) return;
   HostGroups storage;
-  const HostGroups& h = hosts_of(a, storage);
-  const int n = a.nranks, H = h.num_hosts();
-  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
-  const auto& members = h.members[static_cast<std::size_t>(g)];
+  const HostPlace at = place_of(a, storage);
+  const HostGroups& h = at.hosts;
+  const int n = a.nranks, H = at.num_hosts, g = at.host;
   const std::size_t count = a.count;
   const auto block = [count](int r) { return out_region(static_cast<std::size_t>(r) * count, count); };
   const Region own = in_region(0, count);
@@ -39,7 +38,7 @@ void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
     const int holder = here ? r : agent(h, g, r);
     if (holder == a.rank) {
       const Region src = r == a.rank ? own : block(r);
-      for (int q : members)
+      for (int q : at.members)
         if (q != a.rank) b.send(q, src, tag, Deps{held[static_cast<std::size_t>(r)]});
     } else {
       b.recv(holder, block(r), tag);

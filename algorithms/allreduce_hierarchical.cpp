@@ -15,11 +15,10 @@ namespace comm::algo {
 void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
   if (a.count == 0) return;
   HostGroups storage;
-  const HostGroups& h = hosts_of(a, storage);
-  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
-  const int H = h.num_hosts();
-  const auto& members = h.members[static_cast<std::size_t>(g)];
-  const TreeLinks tree = binomial_over(members, 0, h.local_index[static_cast<std::size_t>(a.rank)]);
+  const HostPlace at = place_of(a, storage);
+  const HostGroups& h = at.hosts;
+  const int g = at.host, H = at.num_hosts;
+  const TreeLinks tree = binomial_over(at.members, 0, at.local);
   const std::size_t count = a.count;
   const Chunking ch = plan_chunks(count, a.chunk_elems, 3);
   const Region out = out_region(0, count);

@@ -87,13 +87,12 @@ class Produced {
 void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
   if (a.count == 0) return;
   HostGroups storage;
-  const HostGroups& h = hosts_of(a, storage);
-  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
-  const int me = h.local_index[static_cast<std::size_t>(a.rank)];
-  const int H = h.num_hosts();
-  const int L = h.host_size(g);
+  const HostPlace at = place_of(a, storage);
+  const HostGroups& h = at.hosts;
+  const int me = at.local, H = at.num_hosts;
+  const int L = static_cast<int>(at.members.size());
   const auto mine = static_cast<std::size_t>(me);
-  const auto& members = h.members[static_cast<std::size_t>(g)];
+  const auto& members = at.members;
   Shares sh;
   for (int k = 0; k < H; ++k) sh.B = std::max(sh.B, h.host_size(k));
   sh.blocks = {a.count, static_cast<std::size_t>(sh.B)};

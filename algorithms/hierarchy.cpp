@@ -15,6 +15,12 @@ const HostGroups& hosts_of(const AlgoArgs& a, HostGroups& storage) {
   return storage;
 }
 
+HostPlace place_of(const AlgoArgs& a, HostGroups& storage) {
+  const HostGroups& h = hosts_of(a, storage);
+  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
+  return {h, g, h.local_index[static_cast<std::size_t>(a.rank)], h.num_hosts(), h.members[static_cast<std::size_t>(g)]};
+}
+
 TreeLinks binomial_over(const std::vector<int>& members, int root_index, int self_index) {
   const int n = static_cast<int>(members.size());
   const int v = relative(self_index, root_index, n);

@@ -19,6 +19,16 @@ namespace comm::algo {
 // a.hosts, or every rank on one host (held in `storage`) when it is null.
 const HostGroups& hosts_of(const AlgoArgs& a, HostGroups& storage);
 
+// This rank's place among the hosts of a.
+struct HostPlace {
+  const HostGroups& hosts;
+  int host;                         // this rank's host
+  int local;                        // its index there
+  int num_hosts;
+  const std::vector<int>& members;  // the ranks of its host
+};
+HostPlace place_of(const AlgoArgs& a, HostGroups& storage);
+
 inline int agent(const HostGroups& h, int host, int rank) {
   return h.member(host, h.local_index[static_cast<std::size_t>(rank)] % h.host_size(host));
 }

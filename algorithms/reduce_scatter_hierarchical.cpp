@@ -14,10 +14,10 @@ namespace comm::algo {
 void build_reduce_scatter_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
   if (a.count == 0) return;
   HostGroups storage;
-  const HostGroups& h = hosts_of(a, storage);
-  const int n = a.nranks, H = h.num_hosts();
-  const int g = h.host_of[static_cast<std::size_t>(a.rank)];
-  const auto& members = h.members[static_cast<std::size_t>(g)];
+  const HostPlace at = place_of(a, storage);
+  const HostGroups& h = at.hosts;
+  const int n = a.nranks, H = at.num_hosts, g = at.host;
+  const auto& members = at.members;
   const std::size_t L = members.size(), count = a.count;
   const auto tag_of = [n](int round, int block) { return checked_tag(static_cast<std::size_t>(round) * n + block); };
 

@@ -12,6 +12,16 @@ shift 2
 NAME=$1
 shift
 left() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^cmh\.[0-9]+\.$NAME\." ; }
+# start_rig LAYOUT: the rig running `sleep 100` in the background (its pid in
+# $pid) once its namespaces exist.
+start_rig() {
+  "$RIG" --name "$NAME" --commrun "$COMMRUN" --layout "$1" -- sleep 100 &
+  pid=$!
+  i=0
+  while [ -z "$(left)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -n "$(left)" ] || { echo "FAIL: the rig never created its namespaces"; exit 1; }
+  sleep 0.5
+}
 check_clean() {
   if [ -n "$(left)" ]; then
     echo "FAIL: namespaces left behind: $(left | tr '\n' ' ')"
@@ -35,23 +45,14 @@ cleanup)
   [ $rc -eq 3 ] || { echo "FAIL: a failing rank gave rig exit code $rc, expected 3"; exit 1; }
   check_clean
   # SIGTERM while the ranks run: the trap removes everything.
-  "$RIG" --name "$NAME" --commrun "$COMMRUN" --layout 2,1 -- sleep 100 &
-  pid=$!
-  i=0
-  while [ -z "$(left)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-  [ -n "$(left)" ] || { echo "FAIL: the rig never created its namespaces"; exit 1; }
-  sleep 0.5
+  start_rig 2,1
   kill -TERM $pid
   wait $pid
   rc=$?
   [ $rc -eq 143 ] || { echo "FAIL: SIGTERM gave rig exit code $rc, expected 143"; exit 1; }
   check_clean
   # SIGKILL: nothing can clean up now; the next rig sweeps what is left.
-  "$RIG" --name "$NAME" --commrun "$COMMRUN" --layout 1,1 -- sleep 100 &
-  pid=$!
-  i=0
-  while [ -z "$(left)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-  sleep 0.5
+  start_rig 1,1
   kill -KILL $pid
   wait $pid 2>/dev/null
   [ -n "$(left)" ] || { echo "FAIL: expected the SIGKILLed rig's namespaces to remain until swept"; exit 1; }
