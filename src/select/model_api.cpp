@@ -15,7 +15,7 @@ namespace {
 std::vector<Prediction> predict_on(Collective c, int nranks, LinkMatrix m, algo::HostGroups hosts,
                                    const ComputeModel& compute, std::size_t chunk_bytes, std::size_t bytes) {
   if (chunk_bytes == 0) throw Error(ErrorCode::invalid_argument, "predict: chunk_bytes must be at least 1");
-  Selector s(nranks, std::move(m), compute, chunk_bytes, {}, nullptr, true, std::move(hosts));
+  Selector s(nranks, std::move(m), compute, chunk_bytes, {}, nullptr, true, nullptr, std::move(hosts));
   std::vector<Prediction> out;
   for (const auto& name : s.names(c)) out.push_back({name, s.predict(c, name, bytes)});
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
