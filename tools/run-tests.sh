@@ -20,7 +20,8 @@ if stage build; then
   banner "build and ctest"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOMM_WARNINGS_AS_ERRORS=ON
   cmake --build "$build" -j"$(nproc)"
-  ctest --test-dir "$build" --output-on-failure --no-tests=error
+  # Two at a time: the slow ones (the pip install, the multi-process suites) mostly wait.
+  ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$(nproc)"
 fi
 if stage faults; then
   banner "fault injection"

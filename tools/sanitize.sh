@@ -12,11 +12,11 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp \
-  ctest --test-dir build-asan --output-on-failure --no-tests=error -L "unit|mp|ucx|ofi|gloo"
+  ctest --test-dir build-asan --output-on-failure --no-tests=error -j"$jobs" -L "unit|mp|ucx|ofi|gloo"
 
 echo "sanitize: thread"
 cmake -S . -B build-tsan "${common[@]}" -DCOMM_SANITIZE=thread -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF \
   -DCOMM_WITH_GLOO=OFF -DCOMM_WITH_MPI=OFF -DCOMM_BUILD_TOOLS=OFF >/dev/null
 cmake --build build-tsan -j"$jobs"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
-  ctest --test-dir build-tsan --output-on-failure --no-tests=error -L unit
+  ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -L unit
