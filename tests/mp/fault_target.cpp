@@ -67,6 +67,9 @@ Options parse(int argc, char** argv) {
 bool names_culprit(const std::string& message, int victim) {
   const std::string v = std::to_string(victim);
   if (!std::regex_search(message, std::regex("rank " + v + "([^0-9]|$)"))) return false;
+  // comm found the first failure and says so: what the transport saw before
+  // (a survivor that gave up and closed its connection) is the symptom.
+  if (message.find("the cause: rank " + v + " failed first") != std::string::npos) return true;
   static const std::regex blame(
       "rank ([0-9]+) (failed|died|exited|has exited|is unreachable|was lost|disconnected|closed its|"
       "left|has not entered|is frozen|stopped)");
