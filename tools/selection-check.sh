@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17's targets, measured: for every host transport (ucx shm and tcp, ofi
-# shm and tcp, gloo) on 2 ranks, after the default calibration (a fresh cache
+# shm and tcp, gloo, comm's own shm) on 2 ranks, after the default calibration (a fresh cache
 # per transport, so each job calibrates at creation as users' first job does):
 #   - auto <= 1.10 x the best fixed algorithm at every size 8 B - 64 MiB;
 #   - pred_us within +-25 % of the measured median for every algorithm >= 4 KiB;
@@ -11,14 +11,14 @@
 # writes results/selection/*.json. Measure on a quiet machine: every rank
 # needs a core. Usage: tools/selection-check.sh
 #   RUNS=3 (sweeps per transport; medians of the runs), ITERS=20, MAX=64M,
-#   TRANSPORTS="ucx_shm ucx_tcp ofi_shm ofi_tcp gloo", COMM_BUILD_DIR=build
+#   TRANSPORTS="ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm", COMM_BUILD_DIR=build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${COMM_BUILD_DIR:-build}
 runs=${RUNS:-1}
 iters=${ITERS:-20}
 max=${MAX:-64M}
-transports=${TRANSPORTS:-"ucx_shm ucx_tcp ofi_shm ofi_tcp gloo"}
+transports=${TRANSPORTS:-"ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm"}
 out=results/selection
 if [ -z "${SKIP_BUILD:-}" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -36,6 +36,7 @@ for variant in $transports; do
     ofi_shm) t=ofi; vars=(FI_PROVIDER=shm COMM_OFI_PROVIDER=shm) ;;
     ofi_tcp) t=ofi; vars=("FI_PROVIDER=tcp;ofi_rxm" "COMM_OFI_PROVIDER=tcp;ofi_rxm") ;;
     gloo) t=gloo; vars=() ;;
+    shm) t=shm; vars=() ;;
     *) echo "selection-check: unknown transport variant '$variant'" >&2; exit 2 ;;
   esac
   for ((run = 1; run <= runs; run++)); do

@@ -11,7 +11,8 @@ set(COMM_DET_ENV_ofi_shm COMM_TRANSPORT=ofi FI_PROVIDER=shm COMM_OFI_PROVIDER=sh
 set(COMM_DET_ENV_ofi_tcp COMM_TRANSPORT=ofi "FI_PROVIDER=tcp\;ofi_rxm" "COMM_OFI_PROVIDER=tcp\;ofi_rxm"
     FI_TCP_IFACE=lo FI_NET_IFACE=lo)
 set(COMM_DET_ENV_gloo_tcp COMM_TRANSPORT=gloo COMM_IFACE=127.0.0.1)
-foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
+set(COMM_DET_ENV_shm_shm COMM_TRANSPORT=shm)
+foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp shm_shm)
   string(REGEX REPLACE "_.*" "" t ${variant})
   if(NOT t IN_LIST COMM_ENABLED_TRANSPORTS)
     continue()

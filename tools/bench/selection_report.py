@@ -23,27 +23,38 @@ def load(out):
 
 
 def median_points(records_per_run):
-    """(algo, bytes) -> median time, pred, auto_pick (first run's), ran."""
-    times, preds, picks = {}, {}, {}
+    """(algo, bytes) -> median time and median pred over the runs; bytes ->
+    the runs' auto picks (every run calibrates afresh, so picks may differ)
+    and the median over the runs of pick time / best time in that run."""
+    times, preds, picks, pick_ratios = {}, {}, {}, {}
     for records in records_per_run:
+        run = {}
         for r in records:
             if r["coll"] != "allreduce":
                 continue
             key = (r["algo"], r["bytes"])
+            run[key] = r["time_us"]
             times.setdefault(key, []).append(r["time_us"])
             if r.get("pred_us") is not None:
-                preds[key] = r["pred_us"]
-            picks.setdefault(r["bytes"], r["auto_pick"])
-    return {k: statistics.median(v) for k, v in times.items()}, preds, picks
+                preds.setdefault(key, []).append(r["pred_us"])
+            picks.setdefault(r["bytes"], []).append(r["auto_pick"])
+        for b in {b for (_, b) in run}:
+            fixed = [t for (a, bb), t in run.items() if bb == b and a != "auto"]
+            pick = picks[b][-1]
+            if fixed and (pick, b) in run:
+                pick_ratios.setdefault(b, []).append(run[(pick, b)] / min(fixed))
+    med = lambda d: {k: statistics.median(v) for k, v in d.items()}
+    return med(times), med(preds), picks, med(pick_ratios)
 
 
 def report_transport(variant, records_per_run):
-    times, preds, picks = median_points(records_per_run)
+    times, preds, picks, pick_ratios = median_points(records_per_run)
     sizes = sorted({b for (_, b) in times})
     algos = sorted({a for (a, _) in times if a != "auto"})
     print(f"\n## {variant} ({len(records_per_run)} run(s))")
     print(f"{'size':>10} {'best':>20} {'best_us':>10} {'auto picks':>20} {'pick/best':>9} {'auto/best':>9}"
           f"  pred/measured >= 4 KiB (worst)")
+    print("# pick/best: per run, the picked algorithm's time over that run's best fixed one; the median over runs")
     ok_pick = ok_pred = n_pred = 0
     worst_pick = (0, 0)
     for b in sizes:
@@ -51,8 +62,11 @@ def report_transport(variant, records_per_run):
         if not fixed:
             continue
         best = min(fixed, key=fixed.get)
-        pick = picks.get(b, "?")
-        ratio = fixed.get(pick, float("nan")) / fixed[best]
+        run_picks = picks.get(b, ["?"])
+        pick = max(set(run_picks), key=run_picks.count)
+        if len(set(run_picks)) > 1:
+            pick += "*"  # the runs' calibrations picked differently: the most common pick
+        ratio = pick_ratios.get(b, float("nan"))
         auto = times.get(("auto", b), float("nan")) / fixed[best]
         ok_pick += ratio <= PICK_TARGET
         worst_pick = max(worst_pick, (ratio, b))
