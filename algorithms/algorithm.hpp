@@ -71,9 +71,8 @@ struct AlgoArgs {
 struct Algorithm {
   std::string_view name;  // user-visible id, e.g. "ring"
   Collective collective;
+  // Builds a schedule for every AlgoArgs (any group size, count and root).
   void (*build)(const AlgoArgs& args, ScheduleBuilder& out);
-  // nullptr = eligible for every AlgoArgs; otherwise e.g. power-of-two sizes only.
-  bool (*eligible)(const AlgoArgs& args);
   std::string_view summary;  // one line for comm-info / --help
 };
 

@@ -234,7 +234,6 @@ bool ordered_at(const algo::Algorithm& alg, int nranks, int root, std::size_t co
   a.count = count;
   a.chunk_elems = chunk;
   a.root = root;
-  if (alg.eligible && !alg.eligible(a)) return true;
   Expressions ex;
   const auto out = run(alg, a, ex);
   for (int r = 0; r < nranks; ++r)

@@ -134,7 +134,6 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
     if (pc.direct[i]) return direct_->predict_us(c, name, bytes, compute_);
     if (!pc.ours[i]) return predict_native(c, name, bytes);
     const auto args = model_args(c, bytes);
-    if (pc.ours[i]->eligible && !pc.ours[i]->eligible(args)) return -1.0;
     return predict_us(*pc.ours[i], args, links_, compute_);
   }
   return -1.0;

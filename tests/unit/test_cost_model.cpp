@@ -87,7 +87,7 @@ void send_while_reducing(const algo::AlgoArgs& a, ScheduleBuilder& b) {
 }  // namespace
 
 TEST_CASE("cost model: a receiver that copies the data cannot reduce meanwhile") {
-  const algo::Algorithm alg{"send_while_reducing", Collective::allreduce, send_while_reducing, nullptr, "test"};
+  const algo::Algorithm alg{"send_while_reducing", Collective::allreduce, send_while_reducing, "test"};
   ComputeParams cp;
   cp.op_overhead_us = 0;
   cp.step_overhead_us = 0;
@@ -102,7 +102,7 @@ TEST_CASE("cost model: a receiver that copies the data cannot reduce meanwhile")
 }
 
 TEST_CASE("cost model: one message costs alpha + bytes / beta") {
-  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, "test"};
   for (double alpha : {0.0, 2.5, 40.0})
     for (std::size_t bytes : {std::size_t{0}, std::size_t{4}, std::size_t{1} << 20}) {
       const double beta = 12.5;  // GB/s = 12.5e3 bytes/us
@@ -113,7 +113,7 @@ TEST_CASE("cost model: one message costs alpha + bytes / beta") {
 }
 
 TEST_CASE("cost model: a port carries one message per step_overhead_us + bytes / beta") {
-  const algo::Algorithm alg{"fan_out", Collective::broadcast, fan_out, nullptr, "test"};
+  const algo::Algorithm alg{"fan_out", Collective::broadcast, fan_out, "test"};
   ComputeParams cp;
   cp.step_overhead_us = 0.25;
   const double alpha = 3.0, beta = 2.0;
@@ -129,7 +129,7 @@ TEST_CASE("cost model: a port carries one message per step_overhead_us + bytes /
 }
 
 TEST_CASE("cost model: local steps cost overhead + bytes / rate on the compute unit") {
-  const algo::Algorithm alg{"local_only", Collective::allreduce, local_only, nullptr, "test"};
+  const algo::Algorithm alg{"local_only", Collective::allreduce, local_only, "test"};
   ComputeParams cp;
   cp.reduce_gbps = 4.0;
   cp.copy_gbps = 16.0;
@@ -151,7 +151,7 @@ TEST_CASE("cost model: the dissemination barrier costs ceil(log2 n) latencies") 
 }
 
 TEST_CASE("cost model: a message above the rendezvous threshold pays the extra latency") {
-  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, "test"};
   LinkMatrix links = uniform_links(2, 6.0, 5.0);
   for (auto& l : links.links) {
     l.rndv_threshold_bytes = 16384;
@@ -183,7 +183,7 @@ TEST_CASE("cost model: the rendezvous step makes two eager halves beat one rende
 }
 
 TEST_CASE("cost model: data beyond cache_bytes moves at the large-data rates") {
-  const algo::Algorithm alg{"one_send", Collective::send, one_send, nullptr, "test"};
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, "test"};
   LinkMatrix links = uniform_links(2, 1.0, 8.0);
   for (auto& l : links.links) l.beta_large_gbps = 2.0;
   ComputeParams cp;
@@ -196,7 +196,7 @@ TEST_CASE("cost model: data beyond cache_bytes moves at the large-data rates") {
         doctest::Approx(1.0 + static_cast<double>(small) / 8e3));
   CHECK(predict_us(alg, args_for(Collective::send, 2, big), links, cp) ==
         doctest::Approx(1.0 + static_cast<double>(big) / 2e3));
-  const algo::Algorithm local{"local_only", Collective::allreduce, local_only, nullptr, "test"};
+  const algo::Algorithm local{"local_only", Collective::allreduce, local_only, "test"};
   cp.reduce_gbps = 4.0;
   cp.copy_gbps = 16.0;
   cp.reduce_large_gbps = 1.0;
@@ -308,7 +308,7 @@ TEST_CASE("cost model: n=16, 64 MiB, 1 MiB chunks is fast to predict") {
 }
 
 TEST_CASE("cost model: broken schedules and link matrices are errors, not hangs") {
-  const algo::Algorithm orphan{"orphan", Collective::send, orphan_recv, nullptr, "test"};
+  const algo::Algorithm orphan{"orphan", Collective::send, orphan_recv, "test"};
   try {
     predict_us(orphan, args_for(Collective::send, 2, 64), uniform_links(2, 1, 1), ComputeParams{});
     FAIL("a receive without a send must not be predicted");

@@ -140,7 +140,6 @@ std::vector<Schedule> build_all(const algo::Algorithm& alg, int n, std::size_t c
     a.send_displs = v[static_cast<std::size_t>(4 * r + 1)];
     a.recv_counts = v[static_cast<std::size_t>(4 * r + 2)];
     a.recv_displs = v[static_cast<std::size_t>(4 * r + 3)];
-    if (alg.eligible && !alg.eligible(a)) return {};
     ScheduleBuilder b;
     alg.build(a, b);
     out.push_back(std::move(b).finish());
