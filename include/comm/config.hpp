@@ -69,6 +69,10 @@ COMM_API LogLevel parse_log_level(std::string_view s);
 struct COMM_API Config {
   int rank = 0;
   int world_size = 1;
+  /// This rank's position on its host as the launcher gave it (LOCAL_RANK and
+  /// alike), for the embedding program (e.g. to pick its GPU). The library
+  /// does not read it: it derives each rank's host and local position from the
+  /// peer table (comm/peers.hpp).
   int local_rank = 0;
   /// "" (in-process: the caller passes a Store or world_size is 1; the mpi
   /// transport: "mpi"), "host:port", "file:/dir", or "mpi".
