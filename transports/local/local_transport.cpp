@@ -1,6 +1,12 @@
-#include "local_transport.hpp"
+// The `local` transport: ranks are threads of one process and exchange through
+// memory. Used by the unit tests and the examples. Rendezvous semantics: a send
+// completes when the receiver has copied the data, so no staging copies are
+// made. A waiting rank blocks on a condition variable after a short spin.
 
+#include "core/builtin_transports.hpp"
 #include "util/log.hpp"
+
+#include <comm/transport.hpp>
 
 #include <atomic>
 #include <condition_variable>

@@ -22,9 +22,6 @@
 #include <vector>
 
 namespace comm {
-
-void register_mpi_transport();
-
 namespace mpi_detail {
 
 /// The store of COMM_STORE=mpi (and of the mpi transport when no store is

@@ -2,6 +2,8 @@
 // See ucx_transport.hpp for the design; ucx_links.cpp for endpoints, link
 // kinds and peer failure.
 #include "transports/ucx/ucx_transport.hpp"
+
+#include "core/builtin_transports.hpp"
 #include "util/c_locale.hpp"
 
 #include "util/log.hpp"

@@ -33,10 +33,6 @@
 #include <vector>
 
 namespace comm {
-
-/// Registers the "ucx" transport (called by the core registry under COMM_HAVE_UCX).
-void register_ucx_transport();
-
 namespace ucx {
 
 class UcxTransport;
