@@ -1,8 +1,8 @@
 #include "bootstrap/store_tcp.hpp"
 
 #include "util/log.hpp"
-#include "util/sha256.hpp"
 #include "bootstrap/store_keys.hpp"
+#include "bootstrap/store_tcp_server_loop.hpp"
 #include "bootstrap/store_tcp_wire.hpp"
 #include "bootstrap/store_tcp_world.hpp"
 
@@ -17,18 +17,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <list>
-#include <optional>
 #include <random>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace comm::detail {
+
+using tcp_server::Conn;
+using tcp_server::kAcceptBackoffMin;
+using tcp_server::Pending;
 
 namespace {
 
@@ -40,11 +38,9 @@ using wire::Status;
 constexpr auto kHandshakeTimeout = 30s;
 constexpr std::size_t kReadChunk = 64 * 1024;
 // After accept() fails for want of descriptors the listener rests this long
-// (doubling up to kAcceptBackoffMax), so the loop does not spin on it.
-constexpr auto kAcceptBackoffMin = 50ms;
+// (kAcceptBackoffMin, see store_tcp_server_loop.hpp), doubling up to this, so
+// the loop does not spin on it.
 constexpr auto kAcceptBackoffMax = 1s;
-// Repeated warnings of one kind: at most one line per this period.
-constexpr auto kWarnEvery = 10s;
 // After the ranks were found to disagree on the world, a server going away
 // keeps answering this long, so that ranks still starting learn why instead
 // of finding nothing listening.
@@ -59,29 +55,6 @@ std::size_t unauthenticated_limit(std::size_t configured) {
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) fds = static_cast<std::size_t>(rl.rlim_cur);
   return std::clamp<std::size_t>(fds / 4, 4, kMaxUnauthenticatedDefault);
 }
-
-// A warning that may repeat many times a second under abuse: logged at most
-// once per kWarnEvery, saying how many were left out in between.
-class RateLimitedWarning {
- public:
-  void operator()(const std::string& message) {
-    const auto now = Clock::now();
-    if (now < next_) {
-      ++suppressed_;
-      return;
-    }
-    COMM_WARN(message << (suppressed_ ? " (" + std::to_string(suppressed_) + " more like it in the last " +
-                                            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWarnEvery).count()) +
-                                            " s not shown)"
-                                      : std::string()));
-    suppressed_ = 0;
-    next_ = now + kWarnEvery;
-  }
-
- private:
-  Clock::time_point next_{};
-  std::size_t suppressed_ = 0;
-};
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -111,81 +84,7 @@ std::string random_nonce() {
   return n;
 }
 
-bool equal_constant_time(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-struct Pending {
-  Op op = Op::get;
-  std::vector<std::string> keys;
-  Clock::time_point deadline;
-};
-
-struct Conn {
-  Fd fd;
-  std::string peer;
-  std::string nonce;
-  std::string in;
-  std::string out;
-  std::size_t out_off = 0;
-  bool authed = false;
-  bool dead = false;
-  int rank = -1;               // the rank it said it is (-1: not said)
-  std::uint64_t instance = 0;  // its client store object
-  bool resume = false;  // a parked request was answered; frames behind it wait in `in`
-  Clock::time_point handshake_deadline;
-  std::optional<Pending> pending;
-};
-
 }  // namespace
-
-struct TcpStoreServer::Loop {
-  TcpStoreOptions opt;
-  Fd listener;
-  int wake_fd = -1;
-  std::list<Conn> conns;
-  std::unordered_map<std::string, std::string> data;
-  std::size_t max_frame = 0;
-  std::size_t max_unauthenticated = 0;
-  WorldCheck world;
-  std::atomic<bool> world_failed{false};  // read by the destructor's thread
-  Clock::time_point accept_paused_until{};
-  Clock::duration accept_backoff = kAcceptBackoffMin;
-  RateLimitedWarning warn_no_fds, warn_full, warn_evicted, warn_rejected;
-  std::unordered_set<int> departed;  // ranks that said goodbye
-  std::unordered_set<int> lost;      // ranks whose connection closed without one
-
-  void run();
-  void accept_all();
-  void read_from(Conn& c);
-  void flush(Conn& c);
-  void process(Conn& c);
-  void handle(Conn& c, std::string_view payload);
-  void reject(Conn& c, const std::string& why);
-  bool evict_oldest_unauthenticated(const char* why);
-  void notice_closed(int rank);
-  void fail_world(const std::string& why);
-  void authenticate(Conn& c, wire::Reader& r);
-  void drop_dead();
-  bool satisfied(const Pending& p) const;
-  void answer_pending(Conn& c);
-  void wake_waiters();
-  void expire(Clock::time_point now);
-  void resume_all();
-  void note_closed(const Conn& c);
-  Clock::time_point next_deadline() const;
-
-  static void reply(Conn& c, std::string frame) {
-    if (c.out_off == c.out.size()) {
-      c.out.clear();
-      c.out_off = 0;
-    }
-    c.out += frame;
-  }
-};
 
 TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options) : loop_(std::make_unique<Loop>()) {
   loop_->opt = options;
@@ -392,155 +291,6 @@ void TcpStoreServer::Loop::process(Conn& c) {
     off += 4 + len;
   }
   if (!c.dead) c.in.erase(0, off);
-}
-
-void TcpStoreServer::Loop::reject(Conn& c, const std::string& why) {
-  warn_rejected("store server: rejected client " + c.peer + ": " + why + "; closed its connection");
-  c.dead = true;
-}
-
-void TcpStoreServer::Loop::handle(Conn& c, std::string_view payload) {
-  wire::Reader r(payload);
-  const auto op = static_cast<Op>(r.u8());
-  if (!c.authed) {
-    if (op != Op::auth) {
-      reject(c, "sent a request before authenticating");
-      return;
-    }
-    authenticate(c, r);
-    return;
-  }
-  if (!world.error().empty()) {  // the job cannot work: every request says why
-    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(world.error()).finish());
-    flush(c);
-    return;
-  }
-
-  const std::size_t kmax = opt.max_key_bytes;
-  auto ok = [] { return wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)); };
-  switch (op) {
-    case Op::set: {
-      const std::string_view key = r.str(kmax);
-      const std::string_view value = r.str(opt.max_value_bytes);
-      if (!r.done()) return reject(c, "malformed set request (or key/value over the limits)");
-      data[std::string(key)] = std::string(value);
-      reply(c, ok().finish());
-      wake_waiters();
-      break;
-    }
-    case Op::get:
-    case Op::wait: {
-      Pending p;
-      p.op = op;
-      const std::uint32_t n = op == Op::get ? 1 : r.u32();
-      if (n > max_frame / 4) return reject(c, "malformed wait request (key count)");
-      for (std::uint32_t i = 0; i < n && r.ok(); ++i) p.keys.emplace_back(r.str(kmax));
-      const std::uint64_t ms = r.u64();
-      if (!r.done()) return reject(c, "malformed get/wait request");
-      p.deadline = deadline_after(std::chrono::milliseconds(
-          static_cast<std::chrono::milliseconds::rep>(std::min<std::uint64_t>(ms, INT64_MAX / 2))));
-      c.pending = std::move(p);
-      if (satisfied(*c.pending)) answer_pending(c);
-      break;
-    }
-    case Op::add: {
-      const std::string key(r.str(kmax));
-      const auto delta = static_cast<std::int64_t>(r.u64());
-      if (!r.done()) return reject(c, "malformed add request");
-      std::int64_t value = 0;
-      if (auto it = data.find(key); it != data.end()) {
-        const std::string& s = it->second;
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-        if (ec != std::errc{} || end != s.data() + s.size()) {
-          reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
-                       .str("key '" + key + "' holds a value that is not an integer")
-                       .finish());
-          break;
-        }
-      }
-      // Wrap like two's complement instead of overflowing (undefined for int64).
-      value = static_cast<std::int64_t>(static_cast<std::uint64_t>(value) + static_cast<std::uint64_t>(delta));
-      data[key] = std::to_string(value);
-      reply(c, ok().u64(static_cast<std::uint64_t>(value)).finish());
-      wake_waiters();
-      break;
-    }
-    case Op::check:
-    case Op::erase: {
-      const std::string key(r.str(kmax));
-      if (!r.done()) return reject(c, "malformed check/erase request");
-      const bool found = op == Op::check ? data.count(key) != 0 : data.erase(key) != 0;
-      reply(c, ok().u8(found ? 1 : 0).finish());
-      break;
-    }
-    case Op::bye:
-      if (!r.done()) return reject(c, "malformed bye request");
-      if (c.rank >= 0) departed.insert(c.rank);
-      reply(c, ok().finish());
-      break;
-    case Op::auth:
-      return reject(c, "authenticated twice");
-    default:
-      return reject(c, "unknown request type " + std::to_string(static_cast<int>(op)));
-  }
-  flush(c);
-}
-
-void TcpStoreServer::Loop::authenticate(Conn& c, wire::Reader& r) {
-  const std::string_view digest = r.str(64);
-  const std::uint32_t rank = r.u32(), size = r.u32();
-  const std::uint64_t instance = r.u64();
-  if (!r.done() || (rank != wire::kNoRank && (size == 0 || rank >= size))) {
-    reject(c, "malformed authentication frame");
-    return;
-  }
-  bool good = digest.empty() && opt.token.empty();
-  if (!opt.token.empty()) {
-    const Sha256Digest want = hmac_sha256(opt.token, c.nonce);
-    good = equal_constant_time(digest, std::string_view(reinterpret_cast<const char*>(want.data()), want.size()));
-  }
-  if (!good) {
-    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::error))
-                 .str("authentication failed: the client's store token does not match the server's")
-                 .finish());
-    flush(c);  // best effort: the reply is tiny and the socket buffer empty
-    reject(c, "wrong store token");
-    return;
-  }
-  const bool said = rank != wire::kNoRank;
-  const bool had_error = !world.error().empty();
-  if (said) notice_closed(static_cast<int>(rank));
-  const std::string& problem =
-      said ? world.claim(static_cast<int>(rank), static_cast<int>(size), instance, c.peer) : world.error();
-  if (!problem.empty()) {
-    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(problem).finish());
-    flush(c);
-    c.dead = true;
-    if (!had_error) fail_world(problem);
-    return;
-  }
-  c.authed = true;
-  if (said) {
-    c.rank = static_cast<int>(rank);
-    c.instance = instance;
-    departed.erase(c.rank);  // a new store object of a rank that left: watched again
-  }
-  reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::ok)).finish());
-  flush(c);
-}
-
-// The ranks disagree on the world: answer every parked request with why
-// (later requests get the same answer in handle()).
-void TcpStoreServer::Loop::fail_world(const std::string& why) {
-  COMM_WARN("store server: " << why);
-  world_failed.store(true, std::memory_order_release);
-  for (Conn& c : conns) {
-    if (c.dead || !c.pending) continue;
-    reply(c, wire::Writer{}.u8(static_cast<std::uint8_t>(Status::world_error)).str(why).finish());
-    c.pending.reset();
-    c.resume = true;
-    flush(c);
-  }
 }
 
 bool TcpStoreServer::Loop::satisfied(const Pending& p) const {
