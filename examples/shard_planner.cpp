@@ -191,141 +191,164 @@ int compare_hosts(const std::string& preset) {
   return worse == 0 && outside == 0 ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line.
+struct Options {
   std::size_t hidden = 8192, batch = 8, tokens = 1;
   int layers = 32, max_tp = 16;
   std::string dtype_name = "bf16", fabric_name = "nvswitch";
   double compute_given = -1, hbm_gbps = 2700, alpha_us = -1, beta_gbps = -1, step_us = -1;
   bool calibrated = false, csv = false, compare = false;
-  comm::cli::Parser args("shard_planner", "shard_planner [options]");
+};
+
+void add_options(comm::cli::Parser& args, Options& o) {
   args.description("Predicts per-step all-reduce time of tensor parallelism for TP = 1, 2, 4, ... --max-tp\n"
                    "and compares it with the per-step compute time.");
   args.section("the fabric");
   args.text("--fabric", "nvswitch|nvlink|pcie|ib|tcp",
             "link preset (default nvswitch; with --compare h100-2x8, or h100-8, h100-8x8, h100-<H>x8);\n"
-            "sources are printed and in examples/README.md", fabric_name);
+            "sources are printed and in examples/README.md", o.fabric_name);
   args.flag("--compare",
             "hierarchical vs flat ring all-reduce at 8 KiB - 1 GiB on a cluster preset, the\n"
             "selector's pick, and the published figures it must match",
-            compare);
+            o.compare);
   args.flag("--calibrated", "use the link this job's communicator measured (run under commrun, >= 2 ranks)",
-            calibrated);
-  args.real("--alpha-us", "US", "override the preset's link latency", alpha_us, 0, true);
-  args.real("--beta-gbps", "G", "override the preset's link bandwidth", beta_gbps, 0);
-  args.real("--step-us", "US", "override the preset's per-step compute overhead", step_us, 0, true);
+            o.calibrated);
+  args.real("--alpha-us", "US", "override the preset's link latency", o.alpha_us, 0, true);
+  args.real("--beta-gbps", "G", "override the preset's link bandwidth", o.beta_gbps, 0);
+  args.real("--step-us", "US", "override the preset's per-step compute overhead", o.step_us, 0, true);
   args.section("the model and the step");
-  args.integer("--layers", "N", "decoder layers (default 32)", layers, 1);
-  args.integer("--hidden", "N", "model width (default 8192)", hidden, 1);
-  args.integer("--batch", "N", "sequences per step (default 8)", batch, 1);
-  args.integer("--tokens", "N", "tokens per sequence per step (default 1 = decode)", tokens, 1);
-  args.text("--dtype", "T", "activation type (default bf16)", dtype_name);
+  args.integer("--layers", "N", "decoder layers (default 32)", o.layers, 1);
+  args.integer("--hidden", "N", "model width (default 8192)", o.hidden, 1);
+  args.integer("--batch", "N", "sequences per step (default 8)", o.batch, 1);
+  args.integer("--tokens", "N", "tokens per sequence per step (default 1 = decode)", o.tokens, 1);
+  args.text("--dtype", "T", "activation type (default bf16)", o.dtype_name);
   args.real("--compute-us", "US", "compute time of one step on ONE GPU; default: weight bytes / --hbm-gbps",
-            compute_given, 0, true);
+            o.compute_given, 0, true);
   args.real("--hbm-gbps", "G", "assumed achievable HBM bandwidth for the default (2700 = 80 % of H100 SXM)",
-            hbm_gbps, 0);
-  args.integer("--max-tp", "N", "largest TP degree (default 16)", max_tp, 1);
+            o.hbm_gbps, 0);
+  args.integer("--max-tp", "N", "largest TP degree (default 16)", o.max_tp, 1);
   args.section("output");
-  args.flag("--csv", "machine-readable rows: tp,bytes,algorithm,allreduce_us,comm_us,compute_us", csv);
+  args.flag("--csv", "machine-readable rows: tp,bytes,algorithm,allreduce_us,comm_us,compute_us", o.csv);
+}
+
+// --calibrated: the links this job's communicator measured. The slowest link
+// out of rank 0 stands for the fabric: a collective runs at the pace of its
+// slowest hop.
+Fabric calibrated_fabric(const comm::Communicator& world) {
+  if (world.size() < 2)
+    throw comm::Error(comm::ErrorCode::invalid_argument,
+                      "shard_planner --calibrated needs a link to measure: run it on at least 2 ranks "
+                      "(commrun -n 2 shard_planner --calibrated)");
+  comm::LinkInfo slow = world.link(0, 1);
+  for (int p = 2; p < world.size(); ++p) {
+    const comm::LinkInfo l = world.link(0, p);
+    if (l.alpha_us > slow.alpha_us) slow = l;
+  }
+  // Measured now, or earlier and cached (see COMM_CALIBRATE in config.hpp).
+  const bool measured = slow.detail.find("calibrated") != std::string::npos ||
+                        slow.detail.find("from tuning file") != std::string::npos;
+  return {"calibrated", slow, comm::ComputeModel{}, "the links of this job",
+          measured ? "measured by the communicator (at start-up, or cached from an earlier run); host compute model"
+                   : "as the transport reports them (the communicator did not calibrate); host compute model"};
+}
+
+// The fabric, the model and the compute assumption above the table.
+void print_setup(const Fabric& fabric, const Options& o, bool overridden, std::size_t bytes, double weight_bytes,
+                 double compute1) {
+  std::printf("fabric: %s -- %s\n  alpha %.2f us, beta %.1f GB/s (%s)\n  source: %s%s\n", fabric.name,
+              fabric.what, fabric.link.alpha_us, fabric.link.beta_gbps, fabric.link.detail.c_str(), fabric.source,
+              overridden ? "\n  overridden on the command line: --alpha-us / --beta-gbps / --step-us" : "");
+  if (fabric.gpus_per_host > 1)
+    std::printf("  beyond %d GPUs: hosts of %d joined by alpha %.2f us, beta %.1f GB/s (%s)\n", fabric.gpus_per_host,
+                fabric.gpus_per_host, fabric.inter.alpha_us, fabric.inter.beta_gbps, fabric.inter.detail.c_str());
+  std::printf("  compute model: reduce %.0f GB/s, copy %.0f GB/s, %.2f us per step, %.2f us per collective\n",
+              fabric.compute.reduce_gbps, fabric.compute.copy_gbps, fabric.compute.step_overhead_us,
+              fabric.compute.op_overhead_us);
+  std::printf("model: %d layers, hidden %zu, batch %zu x %zu tokens, %s: 2 all-reduces of %s per layer\n",
+              o.layers, o.hidden, o.batch, o.tokens, o.dtype_name.c_str(), human_bytes(bytes).c_str());
+  if (o.compute_given >= 0)
+    std::printf("compute per step on one GPU: %.1f us (given)\n\n", compute1);
+  else
+    std::printf("compute per step on one GPU: %.1f us (assumed: %.2f GB of weights streamed at %.0f GB/s)\n\n",
+                compute1, weight_bytes / 1e9, o.hbm_gbps);
+  std::printf("%4s  %-20s %14s %14s %14s %8s\n", "TP", "algorithm", "allreduce us", "comm us/step",
+              "compute us", "comm %");
+}
+
+// One row per TP degree (CSV or a table ending in a verdict).
+void print_plan(const Fabric& fabric, const Options& o, std::size_t bytes, double compute1) {
+  int dominated_from = 0;
+  for (int tp = 1; tp <= o.max_tp; tp *= 2) {
+    const comm::Prediction p = best(cluster(fabric, tp), bytes, fabric.compute);
+    const double comm_us = p.us < 0 ? -1.0 : 2.0 * o.layers * p.us;
+    const double compute_us = compute1 / tp;
+    if (o.csv) {
+      std::printf("%d,%zu,%s,%.4f,%.4f,%.4f\n", tp, bytes, p.algorithm.c_str(), p.us, comm_us, compute_us);
+      continue;
+    }
+    const bool dominates = comm_us >= compute_us;
+    if (dominates && dominated_from == 0) dominated_from = tp;
+    std::printf("%4d  %-20s %14.2f %14.1f %14.1f %7.1f%%%s\n", tp, p.algorithm.c_str(), p.us, comm_us, compute_us,
+                comm_us < 0 ? 0.0 : 100.0 * comm_us / (comm_us + compute_us),
+                dominates && dominated_from == tp ? "  <- communication dominates from here" : "");
+  }
+  if (o.csv) return;
+  if (dominated_from == 0)
+    std::printf("\ncommunication stays below compute up to TP %d\n", o.max_tp);
+  else if (dominated_from == 1)
+    std::printf("\ncommunication dominates at every TP degree\n");
+  else
+    std::printf("\ncommunication dominates beyond TP %d (from TP %d on)\n", dominated_from / 2, dominated_from);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  comm::cli::Parser args("shard_planner", "shard_planner [options]");
+  add_options(args, o);
   args.parse_or_exit(argc, argv);
-  if (calibrated && args.given("--fabric")) args.fail("--fabric and --calibrated exclude each other");
-  if (compare && calibrated) args.fail("--compare and --calibrated exclude each other");
-  if (compare && !args.given("--fabric")) fabric_name = "h100-2x8";
+  if (o.calibrated && args.given("--fabric")) args.fail("--fabric and --calibrated exclude each other");
+  if (o.compare && o.calibrated) args.fail("--compare and --calibrated exclude each other");
+  if (o.compare && !args.given("--fabric")) o.fabric_name = "h100-2x8";
 
   try {
-    if (compare) return compare_hosts(fabric_name);
-    const comm::DataType dtype = comm::parse_dtype(dtype_name);
+    if (o.compare) return compare_hosts(o.fabric_name);
+    const comm::DataType dtype = comm::parse_dtype(o.dtype_name);
     const std::size_t elem = comm::dtype_size(dtype);
     Fabric fabric{};
     comm::Communicator world;  // only with --calibrated
-    if (calibrated) {
+    if (o.calibrated) {
       comm::Config cfg = comm::Config::from_env();
       cfg.calibrate = true;  // measure alpha/beta instead of trusting the transport's nominal figures
       world = comm::Communicator::create(cfg);
-      if (world.size() < 2)
-        throw comm::Error(comm::ErrorCode::invalid_argument,
-                          "shard_planner --calibrated needs a link to measure: run it on at least 2 ranks "
-                          "(commrun -n 2 shard_planner --calibrated)");
-      // The slowest link out of rank 0 stands for the fabric: a collective
-      // runs at the pace of its slowest hop.
-      comm::LinkInfo slow = world.link(0, 1);
-      for (int p = 2; p < world.size(); ++p) {
-        const comm::LinkInfo l = world.link(0, p);
-        if (l.alpha_us > slow.alpha_us) slow = l;
-      }
-      // Measured now, or earlier and cached (see COMM_CALIBRATE in config.hpp).
-      const bool measured = slow.detail.find("calibrated") != std::string::npos ||
-                            slow.detail.find("from tuning file") != std::string::npos;
-      fabric = {"calibrated", slow, comm::ComputeModel{}, "the links of this job",
-                measured ? "measured by the communicator (at start-up, or cached from an earlier run); host compute model"
-                         : "as the transport reports them (the communicator did not calibrate); host compute model"};
+      fabric = calibrated_fabric(world);
       if (world.rank() != 0) return 0;  // one table is enough
     } else {
       const auto it = std::find_if(std::begin(kFabrics), std::end(kFabrics),
-                                   [&](const Fabric& f) { return fabric_name == f.name; });
-      if (it == std::end(kFabrics)) args.fail("--fabric '" + fabric_name + "': use nvswitch, nvlink, pcie, ib or tcp");
+                                   [&](const Fabric& f) { return o.fabric_name == f.name; });
+      if (it == std::end(kFabrics)) args.fail("--fabric '" + o.fabric_name + "': use nvswitch, nvlink, pcie, ib or tcp");
       fabric = *it;
     }
     // Your own measurements beat the preset's; the reference check then
     // shows how far they move the model from the published number.
-    if (alpha_us >= 0) fabric.link.alpha_us = alpha_us;
-    if (beta_gbps > 0) fabric.link.beta_gbps = beta_gbps;
-    if (step_us >= 0) fabric.compute.step_overhead_us = step_us;
-    const bool overridden = alpha_us >= 0 || beta_gbps > 0 || step_us >= 0;
+    if (o.alpha_us >= 0) fabric.link.alpha_us = o.alpha_us;
+    if (o.beta_gbps > 0) fabric.link.beta_gbps = o.beta_gbps;
+    if (o.step_us >= 0) fabric.compute.step_overhead_us = o.step_us;
+    const bool overridden = o.alpha_us >= 0 || o.beta_gbps > 0 || o.step_us >= 0;
 
-    const std::size_t bytes = batch * tokens * hidden * elem;
+    const std::size_t bytes = o.batch * o.tokens * o.hidden * elem;
     // Default compute: decode streams every weight once per step. A GPT-style
     // layer has 12 * hidden^2 weights (4 h^2 attention, 8 h^2 MLP).
-    const double weight_bytes = 12.0 * static_cast<double>(hidden) * static_cast<double>(hidden) *
-                                static_cast<double>(elem) * layers;
-    const double compute1 = compute_given >= 0 ? compute_given : weight_bytes / (hbm_gbps * 1e3);
+    const double weight_bytes = 12.0 * static_cast<double>(o.hidden) * static_cast<double>(o.hidden) *
+                                static_cast<double>(elem) * o.layers;
+    const double compute1 = o.compute_given >= 0 ? o.compute_given : weight_bytes / (o.hbm_gbps * 1e3);
 
-    if (!csv) {
-      std::printf("fabric: %s -- %s\n  alpha %.2f us, beta %.1f GB/s (%s)\n  source: %s%s\n", fabric.name,
-                  fabric.what, fabric.link.alpha_us, fabric.link.beta_gbps, fabric.link.detail.c_str(), fabric.source,
-                  overridden ? "\n  overridden on the command line: --alpha-us / --beta-gbps / --step-us" : "");
-      if (fabric.gpus_per_host > 1)
-        std::printf("  beyond %d GPUs: hosts of %d joined by alpha %.2f us, beta %.1f GB/s (%s)\n", fabric.gpus_per_host,
-                    fabric.gpus_per_host, fabric.inter.alpha_us, fabric.inter.beta_gbps, fabric.inter.detail.c_str());
-      std::printf("  compute model: reduce %.0f GB/s, copy %.0f GB/s, %.2f us per step, %.2f us per collective\n",
-                  fabric.compute.reduce_gbps, fabric.compute.copy_gbps, fabric.compute.step_overhead_us,
-                  fabric.compute.op_overhead_us);
-      std::printf("model: %d layers, hidden %zu, batch %zu x %zu tokens, %s: 2 all-reduces of %s per layer\n",
-                  layers, hidden, batch, tokens, dtype_name.c_str(), human_bytes(bytes).c_str());
-      if (compute_given >= 0)
-        std::printf("compute per step on one GPU: %.1f us (given)\n\n", compute1);
-      else
-        std::printf("compute per step on one GPU: %.1f us (assumed: %.2f GB of weights streamed at %.0f GB/s)\n\n",
-                    compute1, weight_bytes / 1e9, hbm_gbps);
-      std::printf("%4s  %-20s %14s %14s %14s %8s\n", "TP", "algorithm", "allreduce us", "comm us/step",
-                  "compute us", "comm %");
-    }
-    int dominated_from = 0;
-    for (int tp = 1; tp <= max_tp; tp *= 2) {
-      const comm::Prediction p = best(cluster(fabric, tp), bytes, fabric.compute);
-      const double comm_us = p.us < 0 ? -1.0 : 2.0 * layers * p.us;
-      const double compute_us = compute1 / tp;
-      if (csv) {
-        std::printf("%d,%zu,%s,%.4f,%.4f,%.4f\n", tp, bytes, p.algorithm.c_str(), p.us, comm_us, compute_us);
-        continue;
-      }
-      const bool dominates = comm_us >= compute_us;
-      if (dominates && dominated_from == 0) dominated_from = tp;
-      std::printf("%4d  %-20s %14.2f %14.1f %14.1f %7.1f%%%s\n", tp, p.algorithm.c_str(), p.us, comm_us, compute_us,
-                  comm_us < 0 ? 0.0 : 100.0 * comm_us / (comm_us + compute_us),
-                  dominates && dominated_from == tp ? "  <- communication dominates from here" : "");
-    }
-    if (csv) return 0;
-    if (dominated_from == 0)
-      std::printf("\ncommunication stays below compute up to TP %d\n", max_tp);
-    else if (dominated_from == 1)
-      std::printf("\ncommunication dominates at every TP degree\n");
-    else
-      std::printf("\ncommunication dominates beyond TP %d (from TP %d on)\n", dominated_from / 2, dominated_from);
-
+    if (!o.csv) print_setup(fabric, o, overridden, bytes, weight_bytes, compute1);
+    print_plan(fabric, o, bytes, compute1);
+    if (o.csv) return 0;
     // The published figures the nvswitch preset's host (h100-8) must match.
-    if (fabric_name == "nvswitch" && !calibrated && !overridden) {
+    if (o.fabric_name == "nvswitch" && !o.calibrated && !overridden) {
       std::printf("\n");
       check_references("h100-8");
     }
