@@ -82,6 +82,57 @@ class Produced {
   std::vector<Span> spans_;
 };
 
+// This host's shares: position i owns rail blocks [first(i), first(i+1)).
+BlockLayout host_shares(const Shares& sh, int L) {
+  BlockLayout host;
+  for (int i = 0; i < L; ++i) {
+    const std::size_t lo = sh.first(i, L), hi = sh.first(i + 1, L);
+    host.in_off.push_back(sh.blocks.offset(lo));
+    host.out_off.push_back(sh.blocks.offset(lo));
+    host.len.push_back(sh.blocks.offset(hi) - sh.blocks.offset(lo));
+  }
+  return host;
+}
+
+// Phase 2's layout: every rail block cut into H pieces, one chunking for all.
+struct RailPhase {
+  int H = 1;
+  Chunking ch;
+  std::size_t max_piece = 0;     // elements of the largest piece
+  std::size_t rail_tags = 0;     // tags per rail block
+  std::size_t scratch_base = 0;  // after phase 1's scratch
+  std::size_t stride = 0;        // scratch per rail block
+};
+
+// Rail block j (the k-th of our share): a ring all-reduce with its owner on
+// every host, each piece chunk starting as soon as phase 1 finished it;
+// records in `done` which step finished which output elements.
+void allreduce_rail_block(ScheduleBuilder& b, const AlgoArgs& a, const HostGroups& h, const Shares& sh,
+                          const RailPhase& rp, std::size_t j, std::size_t k, const Produced& partial, Produced& done) {
+  const int H = rp.H;
+  std::vector<int> rail;
+  for (int o = 0; o < H; ++o) rail.push_back(h.member(o, sh.owner(j, h.host_size(o))));
+  BlockLayout pieces = BlockLayout::balanced(sh.blocks.size(j), H);
+  for (auto& off : pieces.in_off) off += sh.blocks.offset(j);
+  pieces.out_off = pieces.in_off;
+  pieces.src = BufferId::output;  // the host partial phase 1 left there
+  const RingView ring = RingView::of_order(rail, a.rank);
+  const std::size_t base = rp.scratch_base + k * rp.stride;
+  const auto ready = partial.table(b, pieces, rp.ch);
+  const auto rs = ring_reduce_scatter(b, ring, pieces, rp.ch, 0, base, j * rp.rail_tags, &ready);
+  b.need_scratch(base + rp.stride);
+  RingAllgatherSpec spec;
+  spec.shift = 1;
+  spec.own_ready = &rs.owned_done;
+  spec.write_guard = &rs.input_read;  // a piece is overwritten only after we sent our partial of it
+  const auto got =
+      ring_allgather(b, ring, pieces, rp.ch, spec, j * rp.rail_tags + static_cast<std::size_t>(H - 1) * rp.ch.chunks);
+  // shift 0: position p ends owning piece p + 1; the others arrive.
+  const auto own_piece = static_cast<std::size_t>(mod(ring.pos + 1LL, H));
+  for (std::size_t q = 0; q < pieces.len.size(); ++q)
+    done.add(pieces, q, rp.ch, q == own_piece ? rs.owned_done : got[q]);
+}
+
 }  // namespace
 
 void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
@@ -97,21 +148,15 @@ void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
   for (int k = 0; k < H; ++k) sh.B = std::max(sh.B, h.host_size(k));
   sh.blocks = {a.count, static_cast<std::size_t>(sh.B)};
 
-  // This host's shares: position i owns [first(i), first(i+1)).
-  BlockLayout host;
-  for (int i = 0; i < L; ++i) {
-    const std::size_t lo = sh.first(i, L), hi = sh.first(i + 1, L);
-    host.in_off.push_back(sh.blocks.offset(lo));
-    host.out_off.push_back(sh.blocks.offset(lo));
-    host.len.push_back(sh.blocks.offset(hi) - sh.blocks.offset(lo));
-  }
+  const BlockLayout host = host_shares(sh, L);
   const Chunking ch1 = plan_chunks(host.max_len(), a.chunk_elems, 2 * static_cast<std::size_t>(L - 1));
   // The rails' pieces: each rail block split among H hosts; one chunking for all.
-  const std::size_t max_piece = (sh.blocks.size(0) + static_cast<std::size_t>(H) - 1) / static_cast<std::size_t>(H);
-  const Chunking ch2 = plan_chunks(max_piece, a.chunk_elems,
-                                   2 * static_cast<std::size_t>(H - 1) * static_cast<std::size_t>(sh.B));
-  const std::size_t rail_tags = 2 * static_cast<std::size_t>(H - 1) * ch2.chunks;
-  const std::size_t T2 = rail_tags * static_cast<std::size_t>(sh.B);
+  RailPhase rp;
+  rp.H = H;
+  rp.max_piece = (sh.blocks.size(0) + static_cast<std::size_t>(H) - 1) / static_cast<std::size_t>(H);
+  rp.ch = plan_chunks(rp.max_piece, a.chunk_elems, 2 * static_cast<std::size_t>(H - 1) * static_cast<std::size_t>(sh.B));
+  rp.rail_tags = 2 * static_cast<std::size_t>(H - 1) * rp.ch.chunks;
+  const std::size_t T2 = rp.rail_tags * static_cast<std::size_t>(sh.B);
   const std::size_t T1 = static_cast<std::size_t>(L - 1) * ch1.chunks;
   const RingView host_ring = RingView::of_order(members, a.rank);
 
@@ -129,34 +174,13 @@ void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
     }
   }
 
-  // 2. Per rail block of our share: ring all-reduce with its owner on every
-  // host, each piece chunk starting as soon as phase 1 finished it.
-  const std::size_t scratch2 = L > 1 ? ring_reduce_scatter_scratch(host, L) : 0;
-  const std::size_t stride2 = static_cast<std::size_t>(H - 1) * max_piece;  // scratch per rail block
+  // 2. Per rail block of our share: ring all-reduce with its owner on every host.
+  rp.scratch_base = L > 1 ? ring_reduce_scatter_scratch(host, L) : 0;
+  rp.stride = static_cast<std::size_t>(H - 1) * rp.max_piece;
   Produced done = partial;
   if (H > 1) done = {};
-  for (std::size_t j = sh.first(me, L), k = 0; H > 1 && j < sh.first(me + 1, L); ++j, ++k) {
-    std::vector<int> rail;
-    for (int o = 0; o < H; ++o) rail.push_back(h.member(o, sh.owner(j, h.host_size(o))));
-    BlockLayout pieces = BlockLayout::balanced(sh.blocks.size(j), H);
-    for (auto& off : pieces.in_off) off += sh.blocks.offset(j);
-    pieces.out_off = pieces.in_off;
-    pieces.src = BufferId::output;  // the host partial phase 1 left there
-    const RingView ring = RingView::of_order(rail, a.rank);
-    const std::size_t base = scratch2 + k * stride2;
-    const auto ready = partial.table(b, pieces, ch2);
-    const auto rs = ring_reduce_scatter(b, ring, pieces, ch2, 0, base, j * rail_tags, &ready);
-    b.need_scratch(base + stride2);
-    RingAllgatherSpec spec;
-    spec.shift = 1;
-    spec.own_ready = &rs.owned_done;
-    spec.write_guard = &rs.input_read;  // a piece is overwritten only after we sent our partial of it
-    const auto got =
-        ring_allgather(b, ring, pieces, ch2, spec, j * rail_tags + static_cast<std::size_t>(H - 1) * ch2.chunks);
-    // shift 0: position p ends owning piece p + 1; the others arrive.
-    const auto own_piece = static_cast<std::size_t>(mod(ring.pos + 1LL, H));
-    for (std::size_t q = 0; q < pieces.len.size(); ++q) done.add(pieces, q, ch2, q == own_piece ? rs.owned_done : got[q]);
-  }
+  for (std::size_t j = sh.first(me, L), k = 0; H > 1 && j < sh.first(me + 1, L); ++j, ++k)
+    allreduce_rail_block(b, a, h, sh, rp, j, k, partial, done);
   if (L == 1) return;
 
   // 3. Host all-gather of the finished shares, chunk by chunk. In place,
