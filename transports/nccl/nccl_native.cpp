@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace comm::nccl {
 
@@ -164,18 +165,13 @@ double NcclNative::predict_us(Collective c, std::string_view algorithm, std::siz
   return best;
 }
 
-void NcclNative::run(const CollectiveArgs& a, std::string_view algorithm) {
-  std::string why;
-  if (!supports(a, algorithm, &why))
-    throw Error(ErrorCode::unsupported, "nccl native " + std::string(to_string(a.collective)) + ": " + why);
-  const std::size_t es = dtype_size(a.dtype);
-  const int n = t_.size();
-  const auto nn = static_cast<std::size_t>(n);
-  const Collective c = a.collective;
+namespace {
 
-  // Buffer extents per collective, in bytes, for the device-memory checks.
+// Buffer extents of a call in bytes (send, receive), for the device-memory checks.
+std::pair<std::size_t, std::size_t> buffer_extents(const CollectiveArgs& a, int rank, std::size_t nn) {
+  const std::size_t es = dtype_size(a.dtype);
   std::size_t in_bytes = a.count * es, out_bytes = a.count * es;
-  switch (c) {
+  switch (a.collective) {
     case Collective::reduce_scatter: in_bytes *= nn; break;
     case Collective::allgather: out_bytes *= nn; break;
     case Collective::all_to_all: in_bytes *= nn; out_bytes *= nn; break;
@@ -188,12 +184,52 @@ void NcclNative::run(const CollectiveArgs& a, std::string_view algorithm) {
       break;
     case Collective::send: out_bytes = 0; break;
     case Collective::recv: in_bytes = 0; break;
-    case Collective::reduce: if (t_.rank() != a.root) out_bytes = 0; break;
+    case Collective::reduce: if (rank != a.root) out_bytes = 0; break;
     case Collective::barrier: in_bytes = out_bytes = 0; break;
     case Collective::allreduce:
     case Collective::broadcast: break;
   }
-  if (c == Collective::broadcast && t_.rank() != a.root) in_bytes = 0;
+  if (a.collective == Collective::broadcast && rank != a.root) in_bytes = 0;
+  return {in_bytes, out_bytes};
+}
+
+// all_to_all(v) as grouped sends and receives: one launch, every peer at
+// once. Empty blocks are skipped on both sides alike (their counts agree).
+// A group is always closed, even when a member was rejected, so that the
+// communicator is not left inside an open group.
+void all_to_all_grouped(NcclTransport::Call& call, const CollectiveArgs& a, int n, ncclDataType_t dt,
+                        cudaStream_t stream) {
+  const std::size_t es = dtype_size(a.dtype);
+  const Collective c = a.collective;
+  const ncclComm_t comm = call.comm();
+  auto at = [es](const void* base, std::size_t elems) { return static_cast<const std::byte*>(base) + elems * es; };
+  call.check(ncclGroupStart(), "ncclGroupStart");
+  ncclResult_t first = ncclSuccess;
+  for (int p = 0; p < n && first == ncclSuccess; ++p) {
+    const auto j = static_cast<std::size_t>(p);
+    const std::size_t sc = c == Collective::all_to_all ? a.count : a.send_counts[j];
+    const std::size_t sd = c == Collective::all_to_all ? j * a.count : a.send_displs[j];
+    const std::size_t rc = c == Collective::all_to_all ? a.count : a.recv_counts[j];
+    const std::size_t rd = c == Collective::all_to_all ? j * a.count : a.recv_displs[j];
+    if (sc) first = ncclSend(at(a.send, sd), sc, dt, p, comm, stream);
+    if (rc && first == ncclSuccess) first = ncclRecv(const_cast<std::byte*>(at(a.recv, rd)), rc, dt, p, comm, stream);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (first != ncclSuccess) call.check(first, "ncclSend/ncclRecv");
+  call.check(end, "ncclGroupEnd");
+}
+
+}  // namespace
+
+void NcclNative::run(const CollectiveArgs& a, std::string_view algorithm) {
+  std::string why;
+  if (!supports(a, algorithm, &why))
+    throw Error(ErrorCode::unsupported, "nccl native " + std::string(to_string(a.collective)) + ": " + why);
+  const int n = t_.size();
+  const auto nn = static_cast<std::size_t>(n);
+  const Collective c = a.collective;
+
+  const auto [in_bytes, out_bytes] = buffer_extents(a, t_.rank(), nn);
   check_buffer(a.send, in_bytes, "send", c);
   check_buffer(a.recv, out_bytes, "receive", c);
   if ((c == Collective::all_to_all || c == Collective::all_to_allv) && overlaps(a.send, in_bytes, a.recv, out_bytes))
@@ -206,9 +242,6 @@ void NcclNative::run(const CollectiveArgs& a, std::string_view algorithm) {
   const ncclRedOp_t op = to_nccl(a.op);
   NcclTransport::Call call(t_, std::string(to_string(c)), a.sequence, a.timeout);
   const ncclComm_t comm = call.comm();
-  auto at = [es](const void* base, std::size_t elems) {
-    return static_cast<const std::byte*>(base) + elems * es;
-  };
   switch (c) {
     case Collective::allreduce:
       call.check(ncclAllReduce(a.send, a.recv, a.count, dt, op, comm, stream), "ncclAllReduce");
@@ -226,28 +259,9 @@ void NcclNative::run(const CollectiveArgs& a, std::string_view algorithm) {
       call.check(ncclReduce(a.send, a.recv, a.count, dt, op, a.root, comm, stream), "ncclReduce");
       break;
     case Collective::all_to_all:
-    case Collective::all_to_allv: {
-      // Grouped sends and receives: one launch, every peer at once. Empty
-      // blocks are skipped on both sides alike (their counts agree).
-      // A group is always closed, even when a member was rejected, so that
-      // the communicator is not left inside an open group.
-      call.check(ncclGroupStart(), "ncclGroupStart");
-      ncclResult_t first = ncclSuccess;
-      for (int p = 0; p < n && first == ncclSuccess; ++p) {
-        const auto j = static_cast<std::size_t>(p);
-        const std::size_t sc = c == Collective::all_to_all ? a.count : a.send_counts[j];
-        const std::size_t sd = c == Collective::all_to_all ? j * a.count : a.send_displs[j];
-        const std::size_t rc = c == Collective::all_to_all ? a.count : a.recv_counts[j];
-        const std::size_t rd = c == Collective::all_to_all ? j * a.count : a.recv_displs[j];
-        if (sc) first = ncclSend(at(a.send, sd), sc, dt, p, comm, stream);
-        if (rc && first == ncclSuccess)
-          first = ncclRecv(const_cast<std::byte*>(at(a.recv, rd)), rc, dt, p, comm, stream);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      if (first != ncclSuccess) call.check(first, "ncclSend/ncclRecv");
-      call.check(end, "ncclGroupEnd");
+    case Collective::all_to_allv:
+      all_to_all_grouped(call, a, n, dt, stream);
       break;
-    }
     case Collective::send:
       if (a.count) call.check(ncclSend(a.send, a.count, dt, a.root, comm, stream), "ncclSend");
       break;
