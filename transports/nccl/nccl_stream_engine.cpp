@@ -12,6 +12,51 @@
 #include <vector>
 
 namespace comm::nccl {
+namespace {
+
+std::byte* base_of(const ScheduleBuffers& buffers, BufferId b) {
+  switch (b) {
+    case BufferId::input: return static_cast<std::byte*>(const_cast<void*>(buffers.input));
+    case BufferId::output: return static_cast<std::byte*>(buffers.output);
+    case BufferId::scratch: return static_cast<std::byte*>(buffers.scratch);
+  }
+  return nullptr;
+}
+
+// Every region a step uses has a buffer. Returns the extent of the output
+// the steps write (what avg divides), in elements.
+std::size_t check_steps(const Schedule& schedule, const ScheduleBuffers& buffers) {
+  std::size_t avg_extent = 0;
+  for (StepId i = 0; i < schedule.steps.size(); ++i) {
+    const Step& st = schedule.steps[i];
+    for (const Region* r : {&st.src, &st.src2, &st.dst}) {
+      const bool used = (r == &st.dst) ? st.kind != StepKind::send
+                                       : (r == &st.src ? st.kind != StepKind::recv : st.kind == StepKind::reduce);
+      if (used && r->count && !base_of(buffers, r->buffer))
+        throw Error(ErrorCode::invalid_argument, "nccl stream engine: step " + std::to_string(i) +
+                                                     " uses a null buffer (input, output or scratch)");
+    }
+    if (st.kind != StepKind::send && st.dst.buffer == BufferId::output)
+      avg_extent = std::max(avg_extent, st.dst.offset + st.dst.count);
+  }
+  return avg_extent;
+}
+
+void check_device_memory(const ScheduleBuffers& buffers) {
+  for (const void* p : {buffers.input, static_cast<const void*>(buffers.output)}) {
+    if (!p) continue;
+    const RelaxedCapture relaxed;  // a query, legal while the caller captures a graph
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess ||
+        (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
+      cudaGetLastError();
+      throw Error(ErrorCode::invalid_argument,
+                  "nccl stream engine: a schedule buffer is not CUDA device memory; allocate it with cudaMalloc");
+    }
+  }
+}
+
+}  // namespace
 
 void* NcclStreamEngine::allocate_scratch(std::size_t bytes) {
   check_cuda(cudaSetDevice(t_.device()), "cudaSetDevice");
@@ -35,43 +80,13 @@ void NcclStreamEngine::release_scratch(void* p) noexcept {
 void NcclStreamEngine::enqueue(const Schedule& schedule, const ScheduleBuffers& buffers, DataType dtype,
                                ReduceOp op, int world_size, std::uint64_t sequence, void* stream_handle) {
   const std::size_t es = dtype_size(dtype);
-  auto base = [&](BufferId b) -> std::byte* {
-    switch (b) {
-      case BufferId::input: return static_cast<std::byte*>(const_cast<void*>(buffers.input));
-      case BufferId::output: return static_cast<std::byte*>(buffers.output);
-      case BufferId::scratch: return static_cast<std::byte*>(buffers.scratch);
-    }
-    return nullptr;
-  };
   auto at = [&](const Region& r) -> std::byte* {
-    std::byte* b = base(r.buffer);
+    std::byte* b = base_of(buffers, r.buffer);
     return b ? b + r.offset * es : nullptr;
   };
   // Usage checks first, before anything is enqueued.
-  std::size_t avg_extent = 0;
-  for (StepId i = 0; i < schedule.steps.size(); ++i) {
-    const Step& st = schedule.steps[i];
-    for (const Region* r : {&st.src, &st.src2, &st.dst}) {
-      const bool used = (r == &st.dst) ? st.kind != StepKind::send
-                                       : (r == &st.src ? st.kind != StepKind::recv : st.kind == StepKind::reduce);
-      if (used && r->count && !base(r->buffer))
-        throw Error(ErrorCode::invalid_argument, "nccl stream engine: step " + std::to_string(i) +
-                                                     " uses a null buffer (input, output or scratch)");
-    }
-    if (st.kind != StepKind::send && st.dst.buffer == BufferId::output)
-      avg_extent = std::max(avg_extent, st.dst.offset + st.dst.count);
-  }
-  for (const void* p : {buffers.input, static_cast<const void*>(buffers.output)}) {
-    if (!p) continue;
-    const RelaxedCapture relaxed;  // a query, legal while the caller captures a graph
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess ||
-        (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-      cudaGetLastError();
-      throw Error(ErrorCode::invalid_argument,
-                  "nccl stream engine: a schedule buffer is not CUDA device memory; allocate it with cudaMalloc");
-    }
-  }
+  const std::size_t avg_extent = check_steps(schedule, buffers);
+  check_device_memory(buffers);
   const auto waves = plan_waves(schedule);
 
   auto stream = static_cast<cudaStream_t>(stream_handle);
