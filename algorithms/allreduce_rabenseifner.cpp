@@ -95,12 +95,8 @@ std::vector<StepId> allgather_doubling(const PowerOfTwoFold& fold, const Partiti
 }  // namespace
 
 void build_allreduce_rabenseifner(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
+  if (build_trivial_reduction(a, b)) return;
   const std::size_t count = a.count;
-  if (a.nranks == 1) {
-    b.copy(out_region(0, count), in_region(0, count));
-    return;
-  }
   const int r = a.rank;
   const PowerOfTwoFold fold(r, a.nranks);
   const std::uint32_t fold_tag = 0;

@@ -15,12 +15,8 @@
 namespace comm::algo {
 
 void build_allreduce_recursive_doubling(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
+  if (build_trivial_reduction(a, b)) return;
   const std::size_t count = a.count;
-  if (a.nranks == 1) {
-    b.copy(out_region(0, count), in_region(0, count));
-    return;
-  }
   const int r = a.rank;
   const PowerOfTwoFold fold(r, a.nranks);
   const int rounds = fold.rounds;

@@ -9,11 +9,7 @@
 namespace comm::algo {
 
 void build_allreduce_ring(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  if (a.nranks == 1) {
-    b.copy(out_region(0, a.count), in_region(0, a.count));
-    return;
-  }
+  if (build_trivial_reduction(a, b)) return;
   const int n = a.nranks;
   const BlockLayout L = BlockLayout::balanced(a.count, n);
   const Chunking ch = plan_chunks(L.max_len(), a.chunk_elems, 2 * static_cast<std::size_t>(n - 1));

@@ -20,11 +20,7 @@
 namespace comm::algo {
 
 void build_allreduce_tree(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  if (a.nranks == 1) {
-    b.copy(out_region(0, a.count), in_region(0, a.count));
-    return;
-  }
+  if (build_trivial_reduction(a, b)) return;
   const int v = a.rank;  // rooted at rank 0: position == rank
   const std::vector<int> kids = heap_children(v, a.nranks);
   const Chunking ch = plan_chunks(a.count, a.chunk_elems, 2);

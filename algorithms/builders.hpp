@@ -91,6 +91,11 @@ struct PowerOfTwoFold {
   int real(int v) const { return v < m ? 2 * v + 1 : v + m; }
 };
 
+// The cases a reducing algorithm need not plan: no elements (an empty
+// schedule) and one rank (a copy of input[0, count) to output). True when `a`
+// is one of them and `b` holds its whole schedule.
+bool build_trivial_reduction(const AlgoArgs& a, ScheduleBuilder& b);
+
 // A folded-out rank's whole schedule: send the input to rank + 1 under
 // fold_tag, receive the result into the output under unfold_tag (in place the
 // receive overwrites the input the send read: it depends on the send).

@@ -42,6 +42,13 @@ PowerOfTwoFold::PowerOfTwoFold(int rank, int n)
       absorbs(rank < 2 * m && rank % 2 == 1),
       virtual_rank(rank < 2 * m ? rank / 2 : rank - m) {}
 
+bool build_trivial_reduction(const AlgoArgs& a, ScheduleBuilder& b) {
+  if (a.count == 0) return true;
+  if (a.nranks != 1) return false;
+  b.copy(out_region(0, a.count), in_region(0, a.count));
+  return true;
+}
+
 void fold_out(ScheduleBuilder& b, int rank, std::size_t count, std::uint32_t fold_tag, std::uint32_t unfold_tag) {
   const StepId sent = b.send(rank + 1, in_region(0, count), fold_tag);
   b.recv(rank + 1, out_region(0, count), unfold_tag, {sent});

@@ -57,11 +57,7 @@ RingReduceScatterResult ring_reduce_scatter(ScheduleBuilder& b, const RingView& 
 }
 
 void build_reduce_scatter_ring(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  if (a.nranks == 1) {
-    b.copy(out_region(0, a.count), in_region(0, a.count));
-    return;
-  }
+  if (build_trivial_reduction(a, b)) return;
   // Blocks in ring order: position p's block is the input block of the rank there.
   const std::vector<int> order = node_aware_order(a);
   BlockLayout L = BlockLayout::uniform(a.count, a.nranks, true, false);
