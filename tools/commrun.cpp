@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -44,7 +46,19 @@ using commrun::Rank;
 using commrun::global_rank;
 using commrun::multinode;
 using commrun::world_size;
-// Asks the kernel for a free port on `host` by binding port 0.
+// The kernel's ephemeral range: it hands these ports to outgoing connections.
+std::pair<int, int> ephemeral_ports() {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  return {low, high};
+}
+
+// A free port on `host` for rank 0's store. Between this check and rank 0's
+// bind the port is free for anyone to take, and on a busy machine an outgoing
+// connection soon takes a free ephemeral port (the kernel's choice for port
+// 0): so it is drawn at random below the ephemeral range, where only another
+// listener could take it, and bound once to check it is free. Port 0 is the
+// fallback when that range is too small.
 int pick_port(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -54,17 +68,33 @@ int pick_port(const std::string& host) {
     std::fprintf(stderr, "commrun: cannot resolve --host '%s': %s\n", host.c_str(), gai_strerror(rc));
     return -1;
   }
+  const auto try_bind = [&](int want) {
+    int got = -1;
+    for (addrinfo* a = list; a && got < 0; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+      if (fd < 0) continue;
+      sockaddr_storage ss{};
+      std::memcpy(&ss, a->ai_addr, a->ai_addrlen);
+      auto* port = ss.ss_family == AF_INET6 ? &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                            : &reinterpret_cast<sockaddr_in*>(&ss)->sin_port;
+      *port = htons(static_cast<std::uint16_t>(want));
+      socklen_t len = sizeof ss;
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), a->ai_addrlen) == 0 &&
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+        got = ntohs(*port);
+      ::close(fd);
+    }
+    return got;
+  };
   int port = -1;
-  for (addrinfo* a = list; a && port < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
-      port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    ::close(fd);
+  const int below = ephemeral_ports().first;
+  const int lowest = std::max(1024, below - 16384);
+  if (below - lowest >= 1024) {
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> in_range(lowest, below - 1);
+    for (int attempt = 0; attempt < 64 && port < 0; ++attempt) port = try_bind(in_range(pick));
   }
+  if (port < 0) port = try_bind(0);
   freeaddrinfo(list);
   if (port < 0) std::fprintf(stderr, "commrun: cannot bind a port on '%s': %s\n", host.c_str(), std::strerror(errno));
   return port;
