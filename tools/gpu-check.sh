@@ -6,8 +6,13 @@
 #      directory (kernels only for the GPUs present: CMAKE_CUDA_ARCHITECTURES=native),
 #   3. runs the ctest label `nccl` (single-GPU tests, and the multi-process
 #      suite when there are at least 2 GPUs),
-#   4. runs a short all-reduce benchmark, native against our ring/direct/...
-#      schedules, on all GPUs of the machine.
+#   4. runs the ctest label `gpu`: the CUDA-IPC direct-memory all-reduce
+#      (transports/cuda_ipc) in 2 processes on one device — every dtype/op,
+#      8 B-64 MiB, graph capture and replay — printing its launch-plus-flag
+#      floor and latencies into the summary,
+#   5. runs a short all-reduce benchmark, native against our ring/direct/...
+#      schedules, on all GPUs of the machine (1 rank: NCCL's figures beside
+#      the CUDA-IPC latencies of step 4).
 # Meant to finish in under 8 minutes; every phase has its own time limit.
 #
 # Usage: tools/gpu-check.sh [build-dir]     (default: <repo>/build-gpu-check, wiped first)
@@ -20,7 +25,7 @@
 #                         cp /usr/lib/cmake/doctest/doctest.cmake /usr/lib/cmake/doctest/doctestAddTests.cmake R/
 #   COMM_BENCH_MAX      largest benchmark size in bytes (default 67108864)
 #   COMM_BUILD_TIMEOUT  seconds allowed for the build (default 300; 16 cores need ~60)
-# Exit status: 0 when the build and every nccl test passed (skips allowed), 1 otherwise.
+# Exit status: 0 when the build and every nccl and gpu test passed (skips allowed), 1 otherwise.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -87,15 +92,16 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 arch=native
 [ "${gpus:-0}" -gt 0 ] || arch="80-real;90"
 if ! timeout 180 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCOMM_WITH_NCCL=ON -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF -DCOMM_WITH_GLOO=OFF \
+    -DCOMM_WITH_NCCL=ON -DCOMM_WITH_CUDA=ON -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF -DCOMM_WITH_GLOO=OFF \
     -DCOMM_BUILD_TOOLS=ON -DCOMM_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" "${prefix_args[@]}" \
     >"$logs/configure.txt" 2>&1; then
   note "configure FAILED (see configure.txt)"
   tail -30 "$logs/configure.txt"
   exit 1
 fi
-grep -E "comm: (NCCL|nccl)" "$logs/configure.txt" | tee -a "$summary"
+grep -E "comm: (NCCL|nccl|CUDA)" "$logs/configure.txt" | tee -a "$summary"
 targets=(comm comm_nccl test_nccl test_nccl_nodevice test_nccl_plan nccl_suite nccl_bench)
+targets+=(comm_cuda_ipc cuda_ipc_allreduce test_device_program)
 # commrun (tools/, on by default) runs the multi-process tests.
 grep -q "add_executable(commrun" "$root/tools/CMakeLists.txt" 2>/dev/null && targets+=(commrun)
 if ! timeout "${COMM_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$logs/build.txt" 2>&1; then
@@ -111,7 +117,14 @@ if ! (cd "$build" && timeout 240 ctest -L nccl --output-on-failure --timeout 200
 fi
 grep -E "tests passed|Passed|Failed|Skipped|\\*\\*\\*" "$logs/ctest.txt" | tee -a "$summary"
 
-# ---- 4. benchmark: one process per GPU when commrun is there
+# ---- 4. the CUDA-IPC direct-memory tests (verbose: their figures go to the summary)
+if ! (cd "$build" && timeout 300 ctest -L gpu -V --timeout 280) >"$logs/ctest-gpu.txt" 2>&1; then
+  phase_failed=1
+fi
+grep -E "tests passed|Failed|Skipped|SKIPPED|FAILED|sweep:|graph:|floor:|latency:|all checks passed" \
+  "$logs/ctest-gpu.txt" | sed 's/^[0-9]*: //' | tee -a "$summary"
+
+# ---- 5. benchmark: one process per GPU when commrun is there
 ranks=${gpus:-1}
 [ "$ranks" -ge 1 ] || ranks=1
 bench=("$build/bin/nccl_bench" "$bench_max")
@@ -132,10 +145,10 @@ else
 fi
 
 if [ "$phase_failed" -ne 0 ]; then
-  note "some nccl checks FAILED"
+  note "some nccl or gpu checks FAILED"
 elif [ "${gpus:-0}" -eq 0 ]; then
   note "no GPU here: build and non-GPU checks passed, GPU tests were SKIPPED"
 else
-  note "all nccl checks passed"
+  note "all nccl and gpu checks passed"
 fi
 exit "$phase_failed"

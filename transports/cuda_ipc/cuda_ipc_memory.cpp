@@ -66,6 +66,9 @@ CudaIpcMemory::CudaIpcMemory(Store& store, int rank, int size, CudaIpcOptions op
     std::memset(static_cast<void*>(control_), 0, sizeof(DeviceControl));
     ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_control_), control_, 0), rank_,
        "cudaHostGetDevicePointer(control words)");
+    ok(cudaMalloc(reinterpret_cast<void**>(&claim_), sizeof(std::uint32_t)), rank_, "cudaMalloc(claim word)");
+    ok(cudaMemset(claim_, 0, sizeof(std::uint32_t)), rank_, "cudaMemset(claim word)");
+    ok(cudaDeviceSynchronize(), rank_, "cudaDeviceSynchronize");
     exchange(store);
   } catch (...) {
     close();  // what was set up so far; never throws for a half-built object
@@ -138,6 +141,8 @@ void CudaIpcMemory::close() {
     if (!all_closed && first.empty())
       first = "rank " + std::to_string(rank_) + ": cuda_ipc: freed its windows without hearing from every peer";
   }
+  if (claim_) note(cudaFree(claim_), "cudaFree(claim word)");
+  claim_ = nullptr;
   if (control_) note(cudaFreeHost(control_), "cudaFreeHost(control words)");
   control_ = nullptr;
   device_control_ = nullptr;
@@ -166,7 +171,7 @@ void CudaIpcMemory::wait(unsigned slot, std::span<const FlagWait> waits,
   FlagWaits batch;
   auto flush = [&] {
     if (batch.count == 0) return;
-    ok(launch_wait(batch, ns, device_control_, static_cast<cudaStream_t>(stream)), rank_, "launch of the flag wait");
+    ok(launch_wait(batch, ns, device_control(), static_cast<cudaStream_t>(stream)), rank_, "launch of the flag wait");
     batch.count = 0;
   };
   for (const FlagWait& w : waits) {
@@ -199,8 +204,8 @@ void CudaIpcMemory::check() const {
       throw Error(ErrorCode::aborted, "rank " + std::to_string(rank_) + ": " + call + " aborted");
     case DeviceFailure::mismatch:
       throw Error(ErrorCode::mismatch, "rank " + std::to_string(rank_) + ": " + call + ": rank " +
-                                           std::to_string(s.rank) + " is in " + direct::describe_call_word(s.value) + " while this rank is in " +
-                                           direct::describe_call_word(s.expected) +
+                                           std::to_string(s.rank) + " is in " + direct::describe_call_word(s.value) +
+                                           " while this rank is in " + direct::describe_call_word(s.expected) +
                                            "; every rank must make the same calls in the same order");
   }
   throw Error(ErrorCode::internal, "cuda_ipc: unknown device failure " + std::to_string(f));

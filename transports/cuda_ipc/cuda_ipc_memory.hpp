@@ -58,8 +58,8 @@ class CudaIpcMemory final : public DirectMemory {
   std::chrono::milliseconds timeout() const noexcept { return options_.timeout; }
   /// Device addresses of every rank's slot 0, by rank, in device memory (for kernels).
   std::byte* const* device_bases() const noexcept { return device_bases_; }
-  /// The control words as the device sees them, and as the host does.
-  DeviceControl* device_control() const noexcept { return device_control_; }
+  /// The control words and the claim word as device code sees them.
+  DeviceControlRefs device_control() const noexcept { return {device_control_, claim_}; }
   /// Throws the first failure device code recorded (timeout naming the peer, aborted,
   /// mismatch naming the peer and both calls); the failure stays recorded.
   void check() const;
@@ -79,6 +79,7 @@ class CudaIpcMemory final : public DirectMemory {
   std::byte* const* device_bases_ = nullptr;
   DeviceControl* control_ = nullptr;         // host address
   DeviceControl* device_control_ = nullptr;  // device address of the same words
+  std::uint32_t* claim_ = nullptr;           // device memory (see device_status.hpp)
   bool closed_ = false;
 };
 

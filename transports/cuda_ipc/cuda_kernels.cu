@@ -44,31 +44,35 @@ __device__ __forceinline__ std::uint64_t flag_value(std::uint64_t seq, std::uint
 }
 
 // The first failure wins; the others are dropped.
-__device__ void record(DeviceControl* c, DeviceFailure f, int rank, std::uint64_t seq, std::uint64_t value,
+__device__ void record(const DeviceControlRefs& c, DeviceFailure f, int rank, std::uint64_t seq, std::uint64_t value,
                        std::uint64_t expected) {
-  if (atomicCAS_system(&c->status.failure, 0u, static_cast<std::uint32_t>(f)) != 0) return;
-  volatile DeviceStatus* s = &c->status;
+  if (atomicCAS(c.claim, 0u, 1u) != 0) return;
+  volatile DeviceStatus* s = &c.control->status;
   s->rank = rank;
   s->seq = seq;
   s->value = value;
   s->expected = expected;
   __threadfence_system();
+  s->failure = static_cast<std::uint32_t>(f);
+  __threadfence_system();
 }
+
+__device__ bool claimed(const DeviceControlRefs& c) { return *reinterpret_cast<volatile std::uint32_t*>(c.claim) != 0; }
 
 // Polls until *flag >= value; false when it gave up (failure recorded or seen).
 __device__ bool poll(const std::uint64_t* flag, std::uint64_t value, int rank, std::uint64_t seq,
-                     std::uint64_t timeout_ns, DeviceControl* c) {
+                     std::uint64_t timeout_ns, const DeviceControlRefs& c) {
   if (load_acquire(flag) >= value) return true;
   const std::uint64_t start = now_ns();
   for (unsigned spins = 0;; ++spins) {
     const std::uint64_t seen = load_acquire(flag);
     if (seen >= value) return true;
     if ((spins & 63) == 0) {
-      if (*reinterpret_cast<const volatile std::uint32_t*>(&c->abort) != 0) {
+      if (*reinterpret_cast<const volatile std::uint32_t*>(&c.control->abort) != 0) {
         record(c, DeviceFailure::aborted, rank, seq, seen, value);
         return false;
       }
-      if (*reinterpret_cast<const volatile std::uint32_t*>(&c->status.failure) != 0) return false;
+      if (claimed(c)) return false;
       if (now_ns() - start > timeout_ns) {
         record(c, DeviceFailure::timeout, rank, seq, seen, value);
         return false;
@@ -82,7 +86,7 @@ __global__ void signal_kernel(std::uint64_t* flag, std::uint64_t value) {
   store_release(flag, value);
 }
 
-__global__ void wait_kernel(FlagWaits w, std::uint64_t timeout_ns, DeviceControl* c) {
+__global__ void wait_kernel(FlagWaits w, std::uint64_t timeout_ns, DeviceControlRefs c) {
   for (std::uint32_t i = 0; i < w.count; ++i)
     if (!poll(w.flag[i], w.value[i], w.rank[i], w.value[i] >> kDirectStepBits, timeout_ns, c)) return;
 }
@@ -288,7 +292,7 @@ cudaError_t launch_signal(std::uint64_t* flag, std::uint64_t value, cudaStream_t
   return cudaGetLastError();
 }
 
-cudaError_t launch_wait(const FlagWaits& waits, std::uint64_t timeout_ns, DeviceControl* control,
+cudaError_t launch_wait(const FlagWaits& waits, std::uint64_t timeout_ns, const DeviceControlRefs& control,
                         cudaStream_t stream) {
   wait_kernel<<<1, 1, 0, stream>>>(waits, timeout_ns, control);
   return cudaGetLastError();

@@ -26,8 +26,8 @@ struct FlagWaits {
   std::uint32_t count = 0;
 };
 // One thread polls until every flag reached its value, `timeout_ns` passed or
-// control->abort was set (then it records the failure in control->status).
-cudaError_t launch_wait(const FlagWaits& waits, std::uint64_t timeout_ns, DeviceControl* control,
+// the abort word was set (then it records the failure in the control words).
+cudaError_t launch_wait(const FlagWaits& waits, std::uint64_t timeout_ns, const DeviceControlRefs& control,
                         cudaStream_t stream);
 
 // Per-communicator device state, in device memory, advanced by the program
@@ -51,7 +51,7 @@ struct ProgramLaunch {
   std::int32_t nranks = 1;
   std::uint64_t call_word = 0;        // direct::call_word of this call
   DeviceState* state = nullptr;       // device memory
-  DeviceControl* control = nullptr;   // mapped host memory
+  DeviceControlRefs control;
   std::uint64_t timeout_ns = 0;
   std::uint64_t avg_elems = 0;        // avg: output elements to divide by nranks at the end; else 0
 };
