@@ -15,7 +15,9 @@
 // that does not fit the windows, partly overlapping buffers) are thrown before
 // anything is enqueued. A wait that times out or is aborted on the device is
 // recorded and thrown by check() (and by the next allreduce()), naming the peer.
-// Threading: one thread at a time.
+// Threading: one thread at a time, and one stream at a time: the call number
+// on the device advances in launch order, so calls on streams that may run
+// concurrently would race for it (order them with events).
 
 #include "cuda_ipc_memory.hpp"
 #include "device_program.hpp"

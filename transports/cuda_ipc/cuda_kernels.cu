@@ -206,11 +206,6 @@ __global__ void program_kernel(ProgramLaunch p) {
   const std::uint64_t seq = *reinterpret_cast<volatile std::uint64_t*>(&p.state->seq) + 1;
   const bool last_synced = *reinterpret_cast<volatile std::uint32_t*>(&p.state->last_synced) != 0;
   const Call c{p, seq, static_cast<unsigned>(seq % p.slots)};
-  if (tid == 0) {
-    auto* own = c.window(p.rank);
-    *reinterpret_cast<volatile std::uint64_t*>(own + kDirectSignatureOffset) = p.call_word;
-    *reinterpret_cast<volatile std::uint64_t*>(own + kDirectCallOffset) = seq;
-  }
   // The previous program did not make this rank wait for every peer: before
   // writing the slot of two calls ago, see every peer move on from it.
   if (!last_synced && seq > 1 && threadIdx.x == 0) {
@@ -222,6 +217,12 @@ __global__ void program_kernel(ProgramLaunch p) {
         break;
   }
   __syncthreads();
+  // Which call this is, for peers to check before they read (comm/direct.hpp); raised with the first signal.
+  if (tid == 0) {
+    auto* own = c.window(p.rank);
+    *reinterpret_cast<volatile std::uint64_t*>(own + kDirectSignatureOffset) = p.call_word;
+    *reinterpret_cast<volatile std::uint64_t*>(own + kDirectCallOffset) = seq;
+  }
   bool first_wait = true;
   for (std::uint32_t i = 0; i < p.nops; ++i) {
     const DeviceOp op = p.ops[i];
