@@ -11,12 +11,11 @@
 // grid run on to the end, so no block is left waiting at a grid barrier.
 
 #include "cuda_kernels.hpp"
+#include "engine/device_reduce_ops.cuh"
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <type_traits>
 
 namespace comm::cuda_ipc {
 namespace {
@@ -91,47 +90,11 @@ __global__ void wait_kernel(FlagWaits w, std::uint64_t timeout_ns, DeviceControl
     if (!poll(w.flag[i], w.value[i], w.rank[i], w.value[i] >> kDirectStepBits, timeout_ns, c)) return;
 }
 
-struct Sum { template <class T> __device__ static T apply(T a, T b) { return static_cast<T>(a + b); } };
-struct Prod { template <class T> __device__ static T apply(T a, T b) { return static_cast<T>(a * b); } };
-// Same comparisons as the host kernels, so both paths agree on ties and NaN.
-struct Min { template <class T> __device__ static T apply(T a, T b) { return b < a ? b : a; } };
-struct Max { template <class T> __device__ static T apply(T a, T b) { return a < b ? b : a; } };
-
-// Storage type -> computing type. Integer sum/prod run unsigned (defined wrap-around);
-// f16/bf16 combine in f32 and round once per element.
-template <class T, bool Wraps>
-struct Arith { using type = T; };
-template <class T>
-struct Arith<T, true> { using type = std::make_unsigned_t<T>; };
-
-template <class T, class Op>
-struct Compute {
-  using type =
-      typename Arith<T, std::is_integral_v<T> && (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>)>::type;
-  __device__ static type load(T v) { return static_cast<type>(v); }
-  __device__ static T store(type v) { return static_cast<T>(v); }
-};
-template <class Op>
-struct Compute<__half, Op> {
-  using type = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <class Op>
-struct Compute<__nv_bfloat16, Op> {
-  using type = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-template <class T>
-__device__ T divide(T v, int n) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(__half2float(v) / static_cast<float>(n));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(__bfloat162float(v) / static_cast<float>(n));
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<long long>(v) / n);  // toward zero
-  else return v / static_cast<T>(n);
-}
+using device::Compute;
+using device::Max;
+using device::Min;
+using device::Prod;
+using device::Sum;
 
 struct Call {
   const ProgramLaunch& p;
@@ -245,7 +208,7 @@ __global__ void program_kernel(ProgramLaunch p) {
   if (p.avg_elems) {
     grid.sync();
     T* out = reinterpret_cast<T*>(p.output);
-    for (std::size_t i = tid; i < p.avg_elems; i += threads) out[i] = divide(out[i], p.nranks);
+    for (std::size_t i = tid; i < p.avg_elems; i += threads) out[i] = device::divide(out[i], p.nranks);
   }
   // Every block has read the call number before any of them gets here.
   grid.sync();

@@ -1,5 +1,7 @@
 #include "reduce_kernels.hpp"
 
+#include "engine/device_reduce_ops.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,37 +11,11 @@
 namespace comm::nccl {
 namespace {
 
-struct Sum { template <class T> __device__ static T apply(T a, T b) { return static_cast<T>(a + b); } };
-struct Prod { template <class T> __device__ static T apply(T a, T b) { return static_cast<T>(a * b); } };
-// Same comparison as the host kernels so both paths agree on ties and NaN.
-struct Min { template <class T> __device__ static T apply(T a, T b) { return b < a ? b : a; } };
-struct Max { template <class T> __device__ static T apply(T a, T b) { return a < b ? b : a; } };
-
-// Storage type -> the type the operator computes in. Integer sum/prod run
-// unsigned so the documented wrap-around is defined behaviour.
-template <class T, bool Wraps>
-struct Arith { using type = T; };
-template <class T>
-struct Arith<T, true> { using type = std::make_unsigned_t<T>; };
-
-template <class T, class Op>
-struct Compute {
-  using type = typename Arith<T, std::is_integral_v<T> && (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>)>::type;
-  __device__ static type load(T v) { return static_cast<type>(v); }
-  __device__ static T store(type v) { return static_cast<T>(v); }
-};
-template <class Op>
-struct Compute<__half, Op> {
-  using type = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <class Op>
-struct Compute<__nv_bfloat16, Op> {
-  using type = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
+using device::Compute;
+using device::Max;
+using device::Min;
+using device::Prod;
+using device::Sum;
 
 // A grid-stride loop: one launch covers any count with a bounded grid, and
 // each thread reads its element of a and b before writing dst, so exact
@@ -56,16 +32,7 @@ template <class T>
 __global__ void divide_kernel(T* p, std::size_t n, int k) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    if constexpr (std::is_same_v<T, __half>) {
-      p[i] = __float2half_rn(__half2float(p[i]) / static_cast<float>(k));
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      p[i] = __float2bfloat16_rn(__bfloat162float(p[i]) / static_cast<float>(k));
-    } else if constexpr (std::is_integral_v<T>) {
-      // C++ integer division truncates toward zero, as the core defines avg.
-      p[i] = static_cast<T>(static_cast<long long>(p[i]) / k);
-    } else {
-      p[i] = p[i] / static_cast<T>(k);
-    }
+    p[i] = device::divide(p[i], k);
   }
 }
 
