@@ -89,10 +89,12 @@ fi
 # transports are left out: they are not under test here)
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+cuda_ipc=OFF
+command -v nvcc >/dev/null 2>&1 && cuda_ipc=ON  # the CUDA-IPC kernels need nvcc
 arch=native
 [ "${gpus:-0}" -gt 0 ] || arch="80-real;90"
 if ! timeout 180 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCOMM_WITH_NCCL=ON -DCOMM_WITH_CUDA=ON -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF -DCOMM_WITH_GLOO=OFF \
+    -DCOMM_WITH_NCCL=ON -DCOMM_WITH_CUDA=$cuda_ipc -DCOMM_WITH_UCX=OFF -DCOMM_WITH_OFI=OFF -DCOMM_WITH_GLOO=OFF \
     -DCOMM_BUILD_TOOLS=ON -DCOMM_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" "${prefix_args[@]}" \
     >"$logs/configure.txt" 2>&1; then
   note "configure FAILED (see configure.txt)"
@@ -101,7 +103,8 @@ if ! timeout 180 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TY
 fi
 grep -E "comm: (NCCL|nccl|CUDA)" "$logs/configure.txt" | tee -a "$summary"
 targets=(comm comm_nccl test_nccl test_nccl_nodevice test_nccl_plan nccl_suite nccl_bench)
-targets+=(comm_cuda_ipc cuda_ipc_allreduce test_device_program)
+targets+=(test_device_program)
+[ "$cuda_ipc" = ON ] && targets+=(comm_cuda_ipc cuda_ipc_allreduce)
 # commrun (tools/, on by default) runs the multi-process tests.
 grep -q "add_executable(commrun" "$root/tools/CMakeLists.txt" 2>/dev/null && targets+=(commrun)
 if ! timeout "${COMM_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$logs/build.txt" 2>&1; then
