@@ -49,3 +49,14 @@ foreach(kind op collective)
   comm_mp_test(NAME mp_mismatch_${kind}_shm RANKS 2 LABELS mp shm TIMEOUT 60
     ENV ${COMM_SHM_ENV} COMMAND $<TARGET_FILE:comm-mp-mismatch> ${kind})  # defined after this file
 endforeach()
+# The default path: no COMM_TRANSPORT, ranks in separate processes on one
+# host -> transport auto, whose shm offers its peer memory, so automatic
+# selection runs mem_* on the direct engine (no messages sent); results checked.
+add_executable(comm-shm-auto ${CMAKE_CURRENT_LIST_DIR}/shm_auto.cpp)
+target_link_libraries(comm-shm-auto PRIVATE comm::comm)
+comm_set_warnings(comm-shm-auto)
+foreach(n 2 4)
+  comm_mp_test(NAME mp_shm_auto_${n} RANKS ${n} LABELS mp shm TIMEOUT 120 COMMAND comm-shm-auto)
+endforeach()
+add_test(NAME mp_shm_auto_info COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/shm_auto_info.sh $<TARGET_FILE_DIR:commrun>)
+set_tests_properties(mp_shm_auto_info PROPERTIES LABELS "mp;shm" TIMEOUT 90)

@@ -126,6 +126,10 @@ class AutoTransport final : public Transport {
   StreamEngine* stream_engine() noexcept override {
     return subs_.size() == 1 ? subs_[0]->t->stream_engine() : nullptr;
   }
+  // Peer memory only when one sub-transport spans the whole group in this
+  // group's rank order (every rank on one host, e.g. shm there): its windows
+  // and flag ranks are then this group's. Across hosts no memory is shared.
+  DirectMemory* direct() noexcept override { return whole_direct_; }
 
  private:
   struct Sub {
@@ -153,6 +157,7 @@ class AutoTransport final : public Transport {
   std::vector<std::unique_ptr<Sub>> subs_;
   std::vector<Route> routes_;
   TransportCaps caps_;
+  DirectMemory* whole_direct_ = nullptr;
   std::size_t turn_ = 0;
 };
 
@@ -202,8 +207,12 @@ AutoTransport::AutoTransport(const TransportInit& init) : rank_(init.rank), size
     caps_.can_block = caps_.can_block && c.can_block;
     caps_.peer_failure_detection = caps_.peer_failure_detection && c.peer_failure_detection;
   }
+  if (subs_.size() == 1 && subs_[0]->ranks.size() == static_cast<std::size_t>(size_) &&
+      std::is_sorted(subs_[0]->ranks.begin(), subs_[0]->ranks.end()))
+    whole_direct_ = subs_[0]->t->direct();
   std::string what;
   for (const auto& s : subs_) what += (what.empty() ? "" : ", ") + s->via;
+  if (whole_direct_) what += " (with its peer memory for direct-memory collectives)";
   COMM_INFO("auto transport: rank " << rank_ << "/" << size_ << " uses " << what);
 }
 
