@@ -6,8 +6,13 @@
 #     all-reduce (publish, reduce half, copy out): the floors;
 #   - Open MPI's MPI_Allreduce (tools/bench/mpi_allreduce.c);
 #   - comm-bench over shm (automatic selection: mem_oneshot / mem_twoshot);
-#   - comm-bench over UCX shared memory (UCX_TLS=shm, automatic selection).
-# Ranks are bound to cores 0 and 1 for every contender (Open MPI binds by default).
+#   - comm-bench over auto, the default of a job with no COMM_TRANSPORT (it must
+#     reach the same direct-memory engine through its shm);
+#   - comm-bench over UCX shared memory (UCX_TLS=shm, automatic selection), and
+#     from 4 MiB the fastest of every UCX algorithm (--algo all);
+# then one line per target of issue 15 with the worst ratio over its sizes.
+# Ranks are bound to cores (rank r on core r mod cores) for every contender
+# (Open MPI binds by default; oversubscribed with --ranks above the cores).
 #   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2]
 # Writes results/compare-shm/*.txt and prints the table with the ratios the
 # issue asks for. Needs openmpi-bin, libopenmpi-dev (installed if missing).
@@ -41,40 +46,70 @@ uptime | sed 's/^/# load: /'
 
 # The floors (shm_floor forks its second rank itself; it is bound to both cores).
 taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
-mpirun --allow-run-as-root -np "$ranks" --bind-to core "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
-bench() {  # bench <transport> <file> [VAR=value...]
-  local t=$1 f=$2
+mpi_over=()
+[ "$ranks" -le "$(nproc)" ] || mpi_over=(--oversubscribe)
+mpirun --allow-run-as-root -np "$ranks" --bind-to core "${mpi_over[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
+bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
+  local t=$1 f=$2 vars=() flags=(-b 8)
   shift 2
-  env "$@" "$build/bin/commrun" -n "$ranks" -- "$out/bind.sh" "$build/bin/comm-bench" --transport "$t" \
-    -b 8 -e "$max" -f 4 -n "$iters" -q >"$f"
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+  [ $# -eq 0 ] || { shift; flags=("$@"); }
+  env -u COMM_TRANSPORT -u COMM_ALGO "${vars[@]}" "$build/bin/commrun" -n "$ranks" -- "$out/bind.sh" \
+    "$build/bin/comm-bench" --transport "$t" -e "$max" -f 4 -n "$iters" -q "${flags[@]}" >"$f"
 }
 bench shm "$out/shm.txt"
+bench auto "$out/auto.txt"
 bench ucx "$out/ucx.txt" UCX_TLS=shm
+bench ucx "$out/ucx_all.txt" UCX_TLS=shm -- -b 4M --algo all --json "$out/ucx_all.json"
 
 # Rows: "bytes time_us" per file; comm-bench rows carry the algorithm it picked.
 awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/floor.txt" >"$out/floor.rows"
 awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/mpi.txt" >"$out/mpi.rows"
-for t in shm ucx; do
+for t in shm auto ucx; do
   sed -n 's/^\[r0\] *//p' "$out/$t.txt" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $1, $7, $6}' >"$out/$t.rows"
 done
+python3 - "$out/ucx_all.json" >"$out/ucx_best.rows" <<'PY'
+import json, sys
+best = {}
+for r in json.load(open(sys.argv[1]))["records"]:
+    if r["coll"] == "allreduce" and r["ran"] and r["time_us"] > 0:
+        b = r["bytes"]
+        if b not in best or r["time_us"] < best[b][0]: best[b] = (r["time_us"], r["algo"])
+for b in sorted(best): print(b, best[b][0], best[b][1])
+PY
 bare=$(sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/\1/p' "$out/floor.txt")
-echo "# bare one-shot 8 B (shm_floor.c): $bare us"
-awk -v bare="$bare" '
+echo "# bare one-shot 8 B (shm_floor.c): $bare us; $ranks ranks (floor and bare: 2 ranks)"
+awk -v bare="$bare" -v ranks="$ranks" '
   FNR == 1 {file++}
   file == 1 {floor[$1] = $2; next}
   file == 2 {mpi[$1] = $2; next}
   file == 3 {shm[$1] = $2; algo[$1] = $3; order[n++] = $1; next}
-  file == 4 {ucx[$1] = $2; next}
+  file == 4 {aut[$1] = $2; next}
+  file == 5 {ucx[$1] = $2; next}
+  file == 6 {best[$1] = $2; bestalgo[$1] = $3; next}
+  function worst(name, r, b) { if (!(name in w) || r < w[name]) { w[name] = r; at[name] = b } }
   END {
-    printf "#%11s %10s %10s %10s %10s  %-22s %8s %8s %9s %9s\n", "bytes", "floor_us", "mpi_us", "ucx_us", "shm_us",
-           "shm_algorithm", "mpi/shm", "ucx/shm", "shm/floor", "algbw_GBs"
+    printf "#%11s %10s %10s %10s %10s %10s  %-22s %8s %8s %9s %9s\n", "bytes", "floor_us", "mpi_us", "ucx_us",
+           "shm_us", "auto_us", "shm_algorithm", "mpi/shm", "ucx/shm", "shm/floor", "algbw_GBs"
     for (i = 0; i < n; ++i) {
       b = order[i]; s = shm[b]
       f = (b in floor) ? sprintf("%.2f", floor[b]) : "-"
-      printf "%12s %10s %10.2f %10.2f %10.2f  %-22s %8.2f %8.2f %9s %9.2f\n", b, f, mpi[b], ucx[b], s, algo[b],
-             mpi[b] / s, ucx[b] / s, (b in floor) ? sprintf("%.2f", s / floor[b]) : "-", b / s / 1e3
+      a = (b in aut) ? sprintf("%.2f", aut[b]) : "-"
+      printf "%12s %10s %10.2f %10.2f %10.2f %10s  %-22s %8.2f %8.2f %9s %9.2f\n", b, f, mpi[b], ucx[b], s, a,
+             algo[b], mpi[b] / s, ucx[b] / s, (b in floor) ? sprintf("%.2f", s / floor[b]) : "-", b / s / 1e3
+      if (b <= 1048576) { worst("ucx", ucx[b] / s, b); worst("mpi", mpi[b] / s, b) }
+      if (b >= 4194304) {
+        if (b in best) worst("best", best[b] / s, b)
+        if ((b in floor) && ranks == 2) worst("floor", floor[b] / s, b)
+      }
     }
     if (bare > 0 && (8 in shm))
-      printf "# 8 B: shm %.3f us = %.2fx the bare one-shot, %.2fx MPI_Allreduce (%.3f us)\n", shm[8], shm[8] / bare,
-             shm[8] / mpi[8], mpi[8]
-  }' "$out/floor.rows" "$out/mpi.rows" "$out/shm.rows" "$out/ucx.rows" | tee "$out/table.txt"
+      printf "# 8 B: shm %.3f us = %.2fx the bare one-shot (target <= 1.5), %.2fx MPI_Allreduce %.3f us (target <= 0.5)\n",
+             shm[8], shm[8] / bare, shm[8] / mpi[8], mpi[8]
+    if (8 in aut) printf "# 8 B: auto (the default) %.3f us = %.2fx shm\n", aut[8], aut[8] / shm[8]
+    if ("ucx" in w) printf "# 8 B-1 MiB: slowest margin ucx/shm %.2fx at %d B (target >= 1.3), mpi/shm %.2fx at %d B (target > 1)\n",
+                           w["ucx"], at["ucx"], w["mpi"], at["mpi"]
+    if ("best" in w) printf "# >= 4 MiB: busbw shm / fastest UCX algorithm >= %.2fx (at %d B; target >= 1)\n", w["best"], at["best"]
+    if ("floor" in w) printf "# >= 4 MiB: busbw shm / shm_floor naive all-reduce >= %.2fx (at %d B; target >= 1)\n", w["floor"], at["floor"]
+  }' "$out/floor.rows" "$out/mpi.rows" "$out/shm.rows" "$out/auto.rows" "$out/ucx.rows" "$out/ucx_best.rows" |
+  tee "$out/table.txt"

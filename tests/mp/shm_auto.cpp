@@ -69,6 +69,8 @@ void check_allreduce(comm::Communicator& c, std::size_t count, const std::string
 
 }  // namespace
 
+int check(comm::Communicator& c);
+
 int main() {
   ::unsetenv("COMM_TRANSPORT");
   ::unsetenv("COMM_ALGO");
@@ -85,6 +87,15 @@ int main() {
     std::fprintf(stderr, "comm-shm-auto: %s\n", e.what());
     return 1;
   }
+  try {
+    return check(c);
+  } catch (const comm::Error& e) {
+    std::printf("FAIL rank %d: %s\n", c.rank(), e.what());
+    return 1;
+  }
+}
+
+int check(comm::Communicator& c) {
   const int n = c.size(), me = c.rank();
   expect(n >= 2, "needs at least 2 ranks, has " + std::to_string(n));
   expect(c.transport_name() == "auto", "transport is '" + std::string(c.transport_name()) + "', not auto");
