@@ -11,8 +11,8 @@
 #   - comm-bench over UCX shared memory (UCX_TLS=shm, automatic selection), and
 #     from 4 MiB the fastest of every UCX algorithm (--algo all);
 # then one line per target of issue 15 with the worst ratio over its sizes.
-# Ranks are bound to cores (rank r on core r mod cores) for every contender
-# (Open MPI binds by default; oversubscribed with --ranks above the cores).
+# Ranks are bound to cores (rank r on core r) for every contender when they
+# fit; with --ranks above the cores they run unbound, oversubscribed.
 #   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2]
 # Writes results/compare-shm/*.txt and prints the table with the ratios the
 # issue asks for. Needs openmpi-bin, libopenmpi-dev (installed if missing).
@@ -37,46 +37,46 @@ command -v mpicc >/dev/null || apt-get install -y openmpi-bin libopenmpi-dev >/d
 cmake --build "$build" --target commrun comm-bench >/dev/null
 mpicc -O2 tools/bench/mpi_allreduce.c -o "$out/mpi_allreduce"
 cc -O3 -march=native "$floor_c" -o "$out/shm_floor"
-cat > "$out/bind.sh" <<'EOF'
-#!/bin/sh
-exec taskset -c $(( ${COMM_RANK:-0} % $(nproc) )) "$@"
-EOF
-chmod +x "$out/bind.sh"
+# Rank r on core r when the ranks fit on the cores (commrun --bind core, mpirun
+# --bind-to core); unbound and oversubscribed when they do not.
+if [ "$ranks" -le "$(nproc)" ]; then
+  bind=(--bind core) mpi_bind=(--bind-to core)
+else
+  bind=(--bind none) mpi_bind=(--bind-to none --oversubscribe)
+fi
 uptime | sed 's/^/# load: /'
 
 # The floors (shm_floor forks its second rank itself; it is bound to both cores).
 taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
-mpi_over=()
-[ "$ranks" -le "$(nproc)" ] || mpi_over=(--oversubscribe)
-mpirun --allow-run-as-root -np "$ranks" --bind-to core "${mpi_over[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
+mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
 bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
   local t=$1 f=$2 vars=() flags=(-b 8)
   shift 2
   while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
   [ $# -eq 0 ] || { shift; flags=("$@"); }
-  env -u COMM_TRANSPORT -u COMM_ALGO "${vars[@]}" "$build/bin/commrun" -n "$ranks" -- "$out/bind.sh" \
-    "$build/bin/comm-bench" --transport "$t" -e "$max" -f 4 -n "$iters" -q "${flags[@]}" >"$f"
+  env -u COMM_TRANSPORT -u COMM_ALGO "${vars[@]}" "$build/bin/commrun" -n "$ranks" "${bind[@]}" -- \
+    "$build/bin/comm-bench" --transport "$t" -e "$max" -f 4 -n "$iters" -q --json "$f.json" "${flags[@]}" >"$f.txt"
 }
-bench shm "$out/shm.txt"
-bench auto "$out/auto.txt"
-bench ucx "$out/ucx.txt" UCX_TLS=shm
-bench ucx "$out/ucx_all.txt" UCX_TLS=shm -- -b 4M --algo all --json "$out/ucx_all.json"
+bench shm "$out/shm"
+bench auto "$out/auto"
+bench ucx "$out/ucx" UCX_TLS=shm
+bench ucx "$out/ucx_all" UCX_TLS=shm -- -b 4M --algo all
 
-# Rows: "bytes time_us" per file; comm-bench rows carry the algorithm it picked.
+# Rows: "bytes time_us" per file; comm-bench rows carry the algorithm that ran
+# (with --algo all: the fastest per size).
 awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/floor.txt" >"$out/floor.rows"
 awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/mpi.txt" >"$out/mpi.rows"
-for t in shm auto ucx; do
-  sed -n 's/^\[r0\] *//p' "$out/$t.txt" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $1, $7, $6}' >"$out/$t.rows"
-done
-python3 - "$out/ucx_all.json" >"$out/ucx_best.rows" <<'PY'
+for t in shm auto ucx ucx_all; do
+  python3 - "$out/$t.json" >"$out/$t.rows" <<'PY'
 import json, sys
 best = {}
 for r in json.load(open(sys.argv[1]))["records"]:
-    if r["coll"] == "allreduce" and r["ran"] and r["time_us"] > 0:
+    if r["coll"] == "allreduce" and r["time_us"] > 0:
         b = r["bytes"]
-        if b not in best or r["time_us"] < best[b][0]: best[b] = (r["time_us"], r["algo"])
+        if b not in best or r["time_us"] < best[b][0]: best[b] = (r["time_us"], r["ran"])
 for b in sorted(best): print(b, best[b][0], best[b][1])
 PY
+done
 bare=$(sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/\1/p' "$out/floor.txt")
 echo "# bare one-shot 8 B (shm_floor.c): $bare us; $ranks ranks (floor and bare: 2 ranks)"
 awk -v bare="$bare" -v ranks="$ranks" '
@@ -111,5 +111,5 @@ awk -v bare="$bare" -v ranks="$ranks" '
                            w["ucx"], at["ucx"], w["mpi"], at["mpi"]
     if ("best" in w) printf "# >= 4 MiB: busbw shm / fastest UCX algorithm >= %.2fx (at %d B; target >= 1)\n", w["best"], at["best"]
     if ("floor" in w) printf "# >= 4 MiB: busbw shm / shm_floor naive all-reduce >= %.2fx (at %d B; target >= 1)\n", w["floor"], at["floor"]
-  }' "$out/floor.rows" "$out/mpi.rows" "$out/shm.rows" "$out/auto.rows" "$out/ucx.rows" "$out/ucx_best.rows" |
+  }' "$out/floor.rows" "$out/mpi.rows" "$out/shm.rows" "$out/auto.rows" "$out/ucx.rows" "$out/ucx_all.rows" |
   tee "$out/table.txt"

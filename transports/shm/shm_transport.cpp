@@ -52,10 +52,21 @@ std::string join(const std::vector<int>& ranks) {
 
 }  // namespace
 
-Settings Settings::from(const Config& config, int local_ranks) {
+int group_cpus(const PeerTable& peers) {
+  cpu_set_t all, one;
+  CPU_ZERO(&all);
+  if (::sched_getaffinity(0, sizeof all, &all) != 0) return 1;
+  for (const PeerInfo& p : peers.peers) {
+    CPU_ZERO(&one);
+    if (p.pid > 0 && ::sched_getaffinity(static_cast<pid_t>(p.pid), sizeof one, &one) == 0) CPU_OR(&all, &all, &one);
+  }
+  return std::max(1, CPU_COUNT(&all));
+}
+
+Settings Settings::from(const Config& config, int local_ranks, int cpus) {
   Settings s;
   if (auto r = lookup(config, "size")) s.size = parse_bytes(r->text, r->name);
-  if (local_ranks > usable_cpus()) s.wait.spin = std::chrono::nanoseconds(0);  // a spinner holds a core a peer needs
+  if (local_ranks > (cpus > 0 ? cpus : usable_cpus())) s.wait.spin = std::chrono::nanoseconds(0);  // a spinner holds a core a peer needs
   if (auto r = lookup(config, "spin_us"))
     s.wait.spin = std::chrono::microseconds(parse_count(*r, 10'000'000));
   if (auto r = lookup(config, "yield_us"))
@@ -198,7 +209,7 @@ std::unique_ptr<Transport> create_shm(const TransportInit& init) {
                     "); use ucx, ofi or gloo between hosts");
   }
   const Config config = init.config ? *init.config : Config{};
-  return std::make_unique<shm::ShmTransport>(init, shm::Settings::from(config, init.size));
+  return std::make_unique<shm::ShmTransport>(init, shm::Settings::from(config, init.size, shm::group_cpus(peers)));
 }
 
 }  // namespace

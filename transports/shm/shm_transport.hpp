@@ -8,7 +8,8 @@
 //   shm.size      COMM_SHM_SIZE      segment bytes (K/M/G suffixes); default: rings plus
 //                                    two 2 MiB windows per rank (1 MiB beyond 8 ranks)
 //   shm.spin_us   COMM_SHM_SPIN_US   microseconds a waiter spins before yielding
-//                                    (default 2; 0 when ranks outnumber this process's CPUs)
+//                                    (default 2; 0 when ranks outnumber the CPUs they may
+//                                    run on together: the union of their affinities)
 //   shm.yield_us  COMM_SHM_YIELD_US  microseconds it then yields before sleeping (default 1000)
 //   shm.cma       COMM_SHM_CMA       0 forbids process_vm_readv (large messages are then
 //                                    streamed through the rings); default 1 (used where permitted)
@@ -34,8 +35,15 @@ struct Settings {
   std::size_t size = 0;  ///< 0: the default for the group
   WaitPolicy wait;
   bool cma = true;
-  static Settings from(const Config& config, int local_ranks);
+  /// `cpus`: how many CPUs the group's ranks may run on together (group_cpus); 0 = this
+  /// process's affinity alone.
+  static Settings from(const Config& config, int local_ranks, int cpus = 0);
 };
+
+/// CPUs in the union of the affinities of the group's processes (peers' pids; a
+/// pid that cannot be asked counts as this process's affinity). A rank bound to
+/// one core by its launcher still has peers on others: spinning is then right.
+int group_cpus(const PeerTable& peers);
 
 /// The link every pair of shm ranks has (alpha of the rings, beta of a copy).
 LinkInfo shm_link(bool self, std::size_t eager_limit, bool cma);
