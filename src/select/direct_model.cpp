@@ -23,7 +23,12 @@ Rates rates_for(const direct::DirectArgs& a, const DirectCosts& c, const Compute
                                                             a.collective == Collective::reduce
                                                         ? 1
                                                         : static_cast<std::size_t>(a.nranks));
-  Rates r{c.copy_gbps, c.reduce_gbps, c.read_gbps};
+  // The memory's own figures are what it can do at best; the calibrated
+  // compute rates (measured at creation, or the tuning file) are what this
+  // machine does now: the slower one counts.
+  const auto measured = [](double own, double calibrated) { return calibrated > 0 ? std::min(own, calibrated) : own; };
+  Rates r{measured(c.copy_gbps, m.copy_gbps), measured(c.reduce_gbps, m.reduce_gbps),
+          measured(c.read_gbps, m.copy_gbps)};
   if (m.cache_bytes > 0 && data > m.cache_bytes) {
     // Streaming from memory: every rank draws on the same memory bandwidth.
     const double share = 2.0 / std::max(2, a.nranks);
