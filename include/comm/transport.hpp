@@ -229,12 +229,13 @@ class COMM_API Transport {
   /// Posts a send of `bytes` at `data` to `peer` with `tag` (< 2^kTagBits).
   /// Messages between one (sender, receiver, tag) triple match in posting order.
   /// May complete `c` before returning. Throws only for usage errors.
-  virtual void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes,
-                     Completion& c) = 0;
+  /// Every host transport implements it; a stream-ordered one
+  /// (caps().stream_ordered) need not: the core never calls it there, and the
+  /// default throws ErrorCode::unsupported naming the transport.
+  virtual void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c);
   /// Posts a receive of at most `bytes` into `data`. A longer message fails `c`
-  /// with ErrorCode::mismatch and a message giving both sizes.
-  virtual void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes,
-                     Completion& c) = 0;
+  /// with ErrorCode::mismatch and a message giving both sizes. Default as isend.
+  virtual void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
   /// Drives communication. Returns true if any completion changed state.
   /// Must not block.
   virtual bool progress() = 0;

@@ -23,6 +23,23 @@ StreamEngine::~StreamEngine() = default;
 DirectMemory::~DirectMemory() = default;
 
 namespace {
+[[noreturn]] void no_host_p2p(const Transport& t, const char* what, int peer) {
+  throw Error(ErrorCode::unsupported,
+              std::string(t.name()) + " transport: " + what + " rank " + std::to_string(peer) +
+                  " through the host executor is not possible: it is stream-ordered (TransportCaps::stream_ordered); "
+                  "its work runs through its stream engine or its native collectives");
+}
+}  // namespace
+
+void Transport::isend(int peer, std::uint64_t, const void*, std::size_t, Completion&) {
+  no_host_p2p(*this, "isend to", peer);
+}
+
+void Transport::irecv(int peer, std::uint64_t, void*, std::size_t, Completion&) {
+  no_host_p2p(*this, "irecv from", peer);
+}
+
+namespace {
 
 // Names a user may ask for that this build can know about even when absent.
 constexpr std::string_view kKnownTransports[] = {"local", "auto", "shm", "ucx", "ofi", "gloo", "nccl", "mpi"};

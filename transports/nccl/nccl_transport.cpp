@@ -213,20 +213,6 @@ LinkInfo NcclTransport::link(int peer) const {
   return link_between(rank_, peer);
 }
 
-void NcclTransport::isend(int peer, std::uint64_t, const void*, std::size_t, Completion&) {
-  throw Error(ErrorCode::unsupported,
-              "nccl transport: isend to rank " + std::to_string(peer) +
-                  " through the host executor is not possible on a stream-ordered transport; "
-                  "use the stream engine (Transport::stream_engine) or the native collectives");
-}
-
-void NcclTransport::irecv(int peer, std::uint64_t, void*, std::size_t, Completion&) {
-  throw Error(ErrorCode::unsupported,
-              "nccl transport: irecv from rank " + std::to_string(peer) +
-                  " through the host executor is not possible on a stream-ordered transport; "
-                  "use the stream engine (Transport::stream_engine) or the native collectives");
-}
-
 bool NcclTransport::progress() {
   if (failed_.load(std::memory_order_acquire)) throw_failed();
   std::unique_lock lk(call_mu_, std::try_to_lock);

@@ -123,8 +123,6 @@ class NcclTransport final : public Transport {
 
   // Point-to-point through the host executor cannot work on a stream-ordered
   // transport; these throw comm::Error(unsupported).
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
   // Polls NCCL's asynchronous error; throws the communicator's error if it failed.
   bool progress() override;
   void wait(Clock::time_point deadline) override;
