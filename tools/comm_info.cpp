@@ -129,7 +129,10 @@ std::vector<TransportRow> transport_rows(const Config* base = nullptr, std::stri
   std::vector<TransportRow> rows;
   for (const auto& n : names) {
     TransportRow r{n, transport_unavailable_reason(n), {n, {}, {}, {}}};
-    if (r.unavailable.empty() && base && n != in_use)
+    // Not mpi: a communicator over it initialises MPI for the whole process
+    // (singleton start-up, a runtime comm-info must not start behind the
+    // user's back); it is usable wherever its library loads.
+    if (r.unavailable.empty() && base && n != in_use && n != "mpi")
       if (const std::string why = probe(n, *base); !why.empty())
         r.unavailable = "it loads, but a communicator cannot be made here: " + why;
     for (const auto& l : libraries)
