@@ -10,9 +10,10 @@ mkdir -p "$out"
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -Iinclude -I. -Isrc -DCOMM_STATIC_DEFINE -pthread)
-common=(src/core/types.cpp src/core/error.cpp src/util/log.cpp src/bootstrap/config.cpp src/util/units.cpp)
+common=(src/core/types.cpp src/core/error.cpp src/util/log.cpp src/bootstrap/config.cpp src/util/units.cpp
+        src/bootstrap/launcher_env.cpp)
 store=(src/bootstrap/store_memory.cpp src/bootstrap/store_tcp.cpp src/bootstrap/store_tcp_server.cpp src/util/socket_util.cpp src/util/sha256.cpp
-       src/bootstrap/store_file.cpp)
+       src/bootstrap/store_file.cpp src/bootstrap/store_tcp_requests.cpp src/util/process.cpp)
 
 "$cxx" "${flags[@]}" tests/fuzz/fuzz_override.cpp src/select/override_parser.cpp "${common[@]}" -o "$out/fuzz_override"
 "$cxx" "${flags[@]}" tests/fuzz/fuzz_store.cpp "${store[@]}" "${common[@]}" -o "$out/fuzz_store"
