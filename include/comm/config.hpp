@@ -43,7 +43,7 @@
 ///   COMM_CHECK        1 to check collective consistency across ranks before data moves
 ///   COMM_DEVICE       CUDA device ordinal (NCCL transport; default: local rank)
 ///   COMM_IFACE        host address transports bind to (default 127.0.0.1 on a single host)
-///   COMM_FLIGHT_RECORDER  number of operations each rank remembers (default 256)
+///   COMM_FLIGHT_RECORDER  number of operations each rank remembers (default 256; rounded up to a power of two)
 ///   COMM_DUMP_DIR     where flight-recorder dumps go (comm-flight-<rank>.json; on timeout, failure
 ///                     and SIGUSR1); default: written to stderr only on SIGUSR1
 ///

@@ -15,7 +15,8 @@ namespace {
 std::string name_of(Collective c) { return std::string(to_string(c)); }
 
 void check_view(Collective c, const char* what, const void* data, std::size_t count, DataType dtype) {
-  if (count > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes))
     throw Error(ErrorCode::invalid_argument, name_of(c) + ": " + what + " count " + std::to_string(count) +
                                                  " overflows size_t bytes");
   if (count > 0 && data == nullptr)

@@ -84,6 +84,10 @@ class CommunicatorImpl {
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);
+  // resolve_algorithm and engine_for for a collective, answered from the last
+  // call when this one repeats it (what they answer is fixed for the
+  // communicator's life: a decode loop pays for them once).
+  std::pair<std::string_view, Engine*> resolve(const Call& call);
   void check_usable() const;
   void check_memory(const Call& call) const;
   bool progress_all();
@@ -116,6 +120,14 @@ class CommunicatorImpl {
   std::unique_ptr<Engine> schedule_engine_;  // host executor or stream engine
   std::unique_ptr<Engine> native_engine_;
   std::unique_ptr<direct::DirectEngine> direct_engine_;  // peer memory, when offered
+  struct Resolved {
+    Collective collective = Collective::barrier;
+    std::size_t bytes = 0;
+    std::string asked;  // CallOptions::algorithm ("" or "auto": the selector's choice)
+    std::string_view algorithm;
+    Engine* engine = nullptr;
+  };
+  Resolved last_resolved_;
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_internal_seq_ = 0;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 namespace comm::detail {
 namespace {
@@ -69,9 +70,15 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   log::Scope log_scope(log_.get());
   check_usable();
   check_memory(call);
-  std::string_view algorithm = call.p2p() ? std::string_view("p2p") : resolve_algorithm(call);
-  Engine& engine = engine_for(call, algorithm);
-  if (call.p2p() && &engine == native_engine_.get()) algorithm = "native";
+  std::string_view algorithm = "p2p";
+  Engine* chosen = nullptr;
+  if (call.p2p()) {
+    chosen = &engine_for(call, algorithm);
+    if (chosen == native_engine_.get()) algorithm = "native";
+  } else {
+    std::tie(algorithm, chosen) = resolve(call);
+  }
+  Engine& engine = *chosen;
   engine.check(call, algorithm);
   if (config_.check && !call.internal && !call.p2p()) check_consistency(call, algorithm);
 
@@ -115,6 +122,21 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   active_.push_back(op);
   progress_all();
   return op;
+}
+
+std::pair<std::string_view, Engine*> CommunicatorImpl::resolve(const Call& call) {
+  const std::string_view asked = call.options ? std::string_view(call.options->algorithm) : std::string_view{};
+  Resolved& last = last_resolved_;
+  if (last.engine && last.collective == call.collective && last.bytes == call.bytes() && last.asked == asked)
+    return {last.algorithm, last.engine};
+  const std::string_view algorithm = resolve_algorithm(call);
+  Engine& engine = engine_for(call, algorithm);
+  last.collective = call.collective;
+  last.bytes = call.bytes();
+  last.asked = asked;
+  last.algorithm = algorithm;
+  last.engine = &engine;
+  return {algorithm, &engine};
 }
 
 std::shared_ptr<Operation> CommunicatorImpl::run_internal(Collective c, const void* in, void* out,

@@ -2,6 +2,7 @@
 
 #include "util/coarse_clock.hpp"
 
+#include <bit>
 #include <cmath>
 
 namespace comm::detail {
@@ -22,7 +23,8 @@ FlightRecorder::FlightRecorder(std::size_t capacity) { resize(capacity); }
 
 void FlightRecorder::resize(std::size_t capacity) {
   std::lock_guard lk(mu_);
-  ring_.assign(std::max<std::size_t>(capacity, 1), FlightRecord{});
+  ring_.assign(std::bit_ceil(std::max<std::size_t>(capacity, 1)), FlightRecord{});
+  mask_ = ring_.size() - 1;
   recorded_ = 0;
 }
 
@@ -34,14 +36,14 @@ double FlightRecorder::now_us() const {
 
 void FlightRecorder::record(const FlightRecord& r) {
   std::lock_guard lk(mu_);
-  ring_[r.id % ring_.size()] = r;
+  ring_[r.id & mask_] = r;
   ++recorded_;
 }
 
 void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_done,
-                            std::size_t steps_total, const std::string& error) {
+                            std::size_t steps_total, std::string_view error) {
   std::lock_guard lk(mu_);
-  FlightRecord& r = ring_[id % ring_.size()];
+  FlightRecord& r = ring_[id & mask_];
   if (r.id != id) return;  // overwritten by a newer operation
   r.state = state;
   r.steps_done = steps_done;
@@ -58,7 +60,7 @@ void FlightRecorder::write_operations(json::Writer& w) const {
   const std::uint64_t n = std::min<std::uint64_t>(recorded_, ring_.size());
   const std::uint64_t first = recorded_ - n;
   for (std::uint64_t k = 0; k < n; ++k) {
-    const FlightRecord& r = ring_[(first + k) % ring_.size()];
+    const FlightRecord& r = ring_[(first + k) & mask_];
     w.begin_object().member("id", r.id).member("seq", r.seq).member("collective", to_string(r.collective));
     w.member("bytes", r.bytes).member("dtype", to_string(r.dtype)).member("op", to_string(r.op));
     w.member("root", r.root).member("steps_done", r.steps_done).member("steps_total", r.steps_total);

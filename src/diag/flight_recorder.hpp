@@ -39,11 +39,13 @@ struct FlightRecord {
 class FlightRecorder {
  public:
   explicit FlightRecorder(std::size_t capacity = 256);
+  // Keeps the last `capacity` operations, rounded up to a power of two (the
+  // slot of an operation is then a mask of its id, not a division).
   void resize(std::size_t capacity);
   // Thread safe (the recorder may be dumped from a signal-handling thread).
   void record(const FlightRecord& r);
   void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
-              const std::string& error = {});
+              std::string_view error = {});
   // Writes the member "operations": [...] (oldest first) into the object `w` is in.
   void write_operations(json::Writer& w) const;
   double now_us() const;
@@ -51,6 +53,7 @@ class FlightRecorder {
  private:
   mutable std::mutex mu_;
   std::vector<FlightRecord> ring_;
+  std::uint64_t mask_ = 0;  // ring_.size() - 1
   std::uint64_t recorded_ = 0;
   // The clock the stamps are read from (coarse): a precise epoch would be up
   // to a tick ahead of them and make the first stamps negative.

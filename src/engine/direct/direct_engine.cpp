@@ -21,7 +21,9 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
 }
 
 const DirectAlgorithm* DirectEngine::find(Collective c, std::string_view name) const {
-  if (checked_.algorithm && checked_.algorithm->collective == c && checked_.algorithm->name == name)
+  // The communicator hands the same name (its selector's string) while calls repeat.
+  if (checked_.algorithm && checked_.algorithm->collective == c && checked_.name.data() == name.data() &&
+      checked_.name.size() == name.size())
     return checked_.algorithm;
   return find_direct_algorithm(c, name);
 }
@@ -104,7 +106,7 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
                                             "): the windows hold " + std::string(to_string(info_.memory)) +
                                             " memory, the buffers are " + std::string(to_string(call.memory)));
   const std::size_t esize = dtype_size(call.dtype);
-  const Checked now{a, call.count, esize, call.root};
+  const Checked now{a, algorithm, call.count, esize, call.root};
   if (checked_.algorithm == a && checked_.count == now.count && checked_.elem_size == esize &&
       checked_.root == now.root)
     return;

@@ -91,6 +91,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   // The last call check() passed, for start() (the same call, right after).
   struct Checked {
     const DirectAlgorithm* algorithm = nullptr;
+    std::string_view name;  // as the caller named it
     std::size_t count = 0, elem_size = 0;
     int root = 0;
   };
