@@ -80,6 +80,192 @@ std::uint64_t match_key(int receiver, int sender, std::uint32_t tag) {
   return (static_cast<std::uint64_t>(receiver) << 44) | (static_cast<std::uint64_t>(sender) << 24) | tag;
 }
 
+// Every rank's schedule for one call; steps are numbered consecutively over the ranks.
+struct GroupSchedules {
+  std::vector<Schedule> sched;      // per rank
+  std::vector<std::uint32_t> base;  // base[r]: global index of rank r's first step; base[n]: the total
+};
+
+GroupSchedules build_schedules(const algo::Algorithm& algorithm, const algo::AlgoArgs& args) {
+  const auto n = static_cast<std::size_t>(args.nranks);
+  GroupSchedules g{std::vector<Schedule>(n), std::vector<std::uint32_t>(n + 1, 0)};
+  for (std::size_t r = 0; r < n; ++r) {
+    algo::AlgoArgs a = args;
+    a.rank = static_cast<int>(r);
+    ScheduleBuilder b;
+    algorithm.build(a, b);
+    g.sched[r] = std::move(b).finish();
+    g.base[r + 1] = g.base[r] + static_cast<std::uint32_t>(g.sched[r].steps.size());
+  }
+  return g;
+}
+
+// Receives sorted by (receiver, sender, tag), found by binary search: cheaper
+// than a hash map for the ~1e5 steps of a deep pipeline.
+struct RecvKey {
+  std::uint64_t key;  // match_key(receiver, sender, tag)
+  std::uint32_t step;
+  bool operator<(const RecvKey& o) const { return key < o.key; }
+};
+
+// One run of the discrete-event simulation described at the top of this file.
+class Simulation {
+ public:
+  Simulation(const GroupSchedules& g, const algo::AlgoArgs& args, const LinkMatrix& links,
+             const ComputeParams& compute, const std::string& what)
+      : g_(g), args_(args), links_(links), compute_(compute), what_(what), n_(args.nranks), total_(g.base.back()),
+        // Data past the cache streams from memory: slower links and compute (see ComputeModel::cache_bytes).
+        large_(compute.cache_bytes > 0 && args.count * args.elem_size > compute.cache_bytes),
+        reduce_gbps_(pick(compute.reduce_gbps, compute.reduce_large_gbps)),
+        copy_gbps_(pick(compute.copy_gbps, compute.copy_large_gbps)), owner_(total_), missing_(total_),
+        ready_at_(total_, 0.0), arrival_(total_, -1.0), posted_(total_, -1.0),
+        // Ports per rank and port class (port_class): a NIC moves data beside NVLink or shared memory.
+        send_free_(2 * static_cast<std::size_t>(n_), 0.0), recv_free_(2 * static_cast<std::size_t>(n_), 0.0),
+        cpu_free_(static_cast<std::size_t>(n_), 0.0) {}
+
+  // When the last step finishes; throws if a send finds no receive or the schedules deadlock.
+  double run() {
+    index_steps();
+    while (!queue_.empty()) {
+      const Ready e = queue_.top();
+      queue_.pop();
+      const auto ru = static_cast<std::size_t>(owner_[e.step]);
+      const Step& st = g_.sched[ru].steps[e.step - g_.base[ru]];
+      switch (st.kind) {
+        case StepKind::reduce:
+        case StepKind::copy: run_local(e, st); break;
+        case StepKind::send: run_send(e, st); break;
+        case StepKind::recv: run_recv(e); break;
+      }
+    }
+    if (finished_ != total_)
+      throw Error(ErrorCode::internal, what_ + ": the schedules deadlock (" + std::to_string(total_ - finished_) +
+                                           " of " + std::to_string(total_) +
+                                           " steps never ran: a receive without a matching send, or a cycle)");
+    return end_;
+  }
+
+ private:
+  double pick(double normal, double big) const { return large_ && big > 0 ? big : normal; }
+
+  // Owners and dependency counts of all steps, the steps ready at time 0, and the sorted receives.
+  void index_steps() {
+    for (int r = 0; r < n_; ++r) {
+      const Schedule& s = g_.sched[static_cast<std::size_t>(r)];
+      for (std::size_t i = 0; i < s.steps.size(); ++i) {
+        const std::uint32_t g = g_.base[static_cast<std::size_t>(r)] + static_cast<std::uint32_t>(i);
+        owner_[g] = r;
+        missing_[g] = s.steps[i].num_deps;
+        if (missing_[g] == 0) queue_.push({0.0, static_cast<std::uint32_t>(i), g});
+        const Step& st = s.steps[i];
+        if ((st.kind == StepKind::send || st.kind == StepKind::recv) && (st.peer < 0 || st.peer >= n_))
+          throw Error(ErrorCode::internal, what_ + ": rank " + std::to_string(r) + " step " + std::to_string(i) +
+                                               " names peer " + std::to_string(st.peer) + ", outside the group");
+        if (st.kind == StepKind::recv) recvs_.push_back({match_key(r, st.peer, st.tag), g});
+      }
+    }
+    std::sort(recvs_.begin(), recvs_.end());
+    for (std::size_t i = 1; i < recvs_.size(); ++i)
+      if (recvs_[i].key == recvs_[i - 1].key) {
+        const std::uint64_t k = recvs_[i].key;
+        throw Error(ErrorCode::internal, what_ + ": rank " + std::to_string(k >> 44) +
+                                             " posts two receives from rank " + std::to_string((k >> 24) & 0xfffff) +
+                                             " with tag " + std::to_string(k & 0xffffff));
+      }
+    matched_.assign(recvs_.size(), false);
+  }
+
+  void finish(std::uint32_t g, double t) {
+    ++finished_;
+    end_ = std::max(end_, t);
+    const auto ru = static_cast<std::size_t>(owner_[g]);
+    for (StepId d : g_.sched[ru].dependents_of(g - g_.base[ru])) {
+      const std::uint32_t dg = g_.base[ru] + d;
+      ready_at_[dg] = std::max(ready_at_[dg], t);
+      if (--missing_[dg] == 0) queue_.push({ready_at_[dg], d, dg});
+    }
+  }
+
+  // A reduce or copy: one at a time on the rank's compute unit.
+  void run_local(const Ready& e, const Step& st) {
+    if (st.dst.count == 0) {
+      finish(e.step, e.t);
+      return;
+    }
+    const auto ru = static_cast<std::size_t>(owner_[e.step]);
+    const double bytes = static_cast<double>(st.dst.count * args_.elem_size);
+    const double rate = st.kind == StepKind::reduce ? reduce_gbps_ : copy_gbps_;
+    const double start = std::max(e.t, cpu_free_[ru]);
+    cpu_free_[ru] = start + compute_.step_overhead_us + transfer_us(bytes, rate);
+    finish(e.step, cpu_free_[ru]);
+  }
+
+  // The global index of the receive that matches rank r's send step `st`; throws if there is none left.
+  std::uint32_t match_receive(int r, const Step& st) {
+    const std::uint64_t key = match_key(st.peer, r, st.tag);
+    const auto it = std::lower_bound(recvs_.begin(), recvs_.end(), RecvKey{key, 0});
+    const auto idx = static_cast<std::size_t>(it - recvs_.begin());
+    if (it == recvs_.end() || it->key != key || matched_[idx])
+      throw Error(ErrorCode::internal, what_ + ": rank " + std::to_string(r) + " sends tag " +
+                                           std::to_string(st.tag) + " to rank " + std::to_string(st.peer) +
+                                           ", which posts no matching receive");
+    matched_[idx] = true;
+    return it->step;
+  }
+
+  void run_send(const Ready& e, const Step& st) {
+    const int r = owner_[e.step];
+    const auto ru = static_cast<std::size_t>(r);
+    const auto pu = static_cast<std::size_t>(st.peer);
+    const LinkInfo& link = links_.at(r, st.peer);
+    const std::size_t bytes = st.src.count * args_.elem_size;
+    const double xfer = transfer_us(static_cast<double>(bytes), pick(link.beta_gbps, link.beta_large_gbps));
+    // A rendezvous handshake delays the data, not the ports: a rank keeps
+    // posting other messages meanwhile.
+    const double handshake = bytes > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0;
+    // A receiver that copies the data itself cannot reduce meanwhile.
+    const std::size_t sp = 2 * ru + port_class(link.kind), rp = 2 * pu + port_class(link.kind);
+    const double start = std::max({e.t, send_free_[sp], recv_free_[rp], link.receiver_copies ? cpu_free_[pu] : 0.0});
+    send_free_[sp] = recv_free_[rp] = start + compute_.step_overhead_us + xfer;
+    if (link.receiver_copies) cpu_free_[pu] = start + handshake + xfer;
+    const double arrive = start + link.alpha_us + handshake + xfer;
+    const std::uint32_t rg = match_receive(r, st);
+    finish(e.step, start + handshake + xfer);
+    if (posted_[rg] >= 0)
+      finish(rg, std::max(posted_[rg], arrive));
+    else
+      arrival_[rg] = arrive;
+  }
+
+  void run_recv(const Ready& e) {
+    if (arrival_[e.step] >= 0)
+      finish(e.step, std::max(e.t, arrival_[e.step]));
+    else
+      posted_[e.step] = e.t;
+  }
+
+  const GroupSchedules& g_;
+  const algo::AlgoArgs& args_;
+  const LinkMatrix& links_;
+  const ComputeParams& compute_;
+  const std::string& what_;
+  const int n_;
+  const std::size_t total_;
+  const bool large_;
+  const double reduce_gbps_, copy_gbps_;
+  std::vector<int> owner_;
+  std::vector<std::uint32_t> missing_;
+  std::vector<double> ready_at_;
+  std::vector<double> arrival_;  // recv: when its message arrived (-1: not yet)
+  std::vector<double> posted_;   // recv: when it became ready (-1: not yet)
+  std::vector<RecvKey> recvs_;
+  std::vector<bool> matched_;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> queue_;
+  std::vector<double> send_free_, recv_free_, cpu_free_;
+  std::size_t finished_ = 0;
+  double end_ = 0.0;
+};
+
 }  // namespace
 
 double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, const LinkMatrix& links,
@@ -90,144 +276,9 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
   if (n < 1 || links.n != n || links.links.size() != static_cast<std::size_t>(n) * n)
     throw Error(ErrorCode::invalid_argument, what + ": the link matrix is for " + std::to_string(links.n) +
                                                  " ranks; pass an n x n matrix for the group");
-  std::vector<Schedule> sched(static_cast<std::size_t>(n));
-  std::vector<std::uint32_t> base(static_cast<std::size_t>(n) + 1, 0);
-  for (int r = 0; r < n; ++r) {
-    algo::AlgoArgs a = args;
-    a.rank = r;
-    ScheduleBuilder b;
-    algorithm.build(a, b);
-    sched[static_cast<std::size_t>(r)] = std::move(b).finish();
-    base[static_cast<std::size_t>(r) + 1] =
-        base[static_cast<std::size_t>(r)] + static_cast<std::uint32_t>(sched[static_cast<std::size_t>(r)].steps.size());
-  }
-  const std::size_t total = base.back();
-  if (total == 0) return 0.0;
-  // Data past the cache streams from memory: slower links and compute (see ComputeModel::cache_bytes).
-  const bool large = compute.cache_bytes > 0 && args.count * args.elem_size > compute.cache_bytes;
-  const auto pick = [large](double normal, double big) { return large && big > 0 ? big : normal; };
-  const double reduce_gbps = pick(compute.reduce_gbps, compute.reduce_large_gbps);
-  const double copy_gbps = pick(compute.copy_gbps, compute.copy_large_gbps);
-
-  std::vector<int> owner(total);
-  std::vector<std::uint32_t> missing(total);
-  std::vector<double> ready_at(total, 0.0);
-  std::vector<double> arrival(total, -1.0);  // recv: when its message arrived (-1: not yet)
-  std::vector<double> posted(total, -1.0);   // recv: when it became ready (-1: not yet)
-  // Receives sorted by (receiver, sender, tag), found by binary search: cheaper
-  // than a hash map for the ~1e5 steps of a deep pipeline.
-  struct RecvKey {
-    std::uint64_t key;  // match_key(receiver, sender, tag)
-    std::uint32_t step;
-    bool operator<(const RecvKey& o) const { return key < o.key; }
-  };
-  std::vector<RecvKey> recvs;
-  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> queue;
-  for (int r = 0; r < n; ++r) {
-    const Schedule& s = sched[static_cast<std::size_t>(r)];
-    for (std::size_t i = 0; i < s.steps.size(); ++i) {
-      const std::uint32_t g = base[static_cast<std::size_t>(r)] + static_cast<std::uint32_t>(i);
-      owner[g] = r;
-      missing[g] = s.steps[i].num_deps;
-      if (missing[g] == 0) queue.push({0.0, static_cast<std::uint32_t>(i), g});
-      const Step& st = s.steps[i];
-      if ((st.kind == StepKind::send || st.kind == StepKind::recv) && (st.peer < 0 || st.peer >= n))
-        throw Error(ErrorCode::internal, what + ": rank " + std::to_string(r) + " step " + std::to_string(i) +
-                                             " names peer " + std::to_string(st.peer) + ", outside the group");
-      if (st.kind == StepKind::recv) recvs.push_back({match_key(r, st.peer, st.tag), g});
-    }
-  }
-  std::sort(recvs.begin(), recvs.end());
-  for (std::size_t i = 1; i < recvs.size(); ++i)
-    if (recvs[i].key == recvs[i - 1].key) {
-      const std::uint64_t k = recvs[i].key;
-      throw Error(ErrorCode::internal, what + ": rank " + std::to_string(k >> 44) + " posts two receives from rank " +
-                                           std::to_string((k >> 24) & 0xfffff) + " with tag " +
-                                           std::to_string(k & 0xffffff));
-    }
-  std::vector<bool> matched(recvs.size(), false);
-
-  // Ports per rank and port class (port_class): a NIC moves data beside NVLink or shared memory.
-  std::vector<double> send_free(2 * static_cast<std::size_t>(n), 0.0);
-  std::vector<double> recv_free(2 * static_cast<std::size_t>(n), 0.0);
-  std::vector<double> cpu_free(static_cast<std::size_t>(n), 0.0);
-  std::size_t finished = 0;
-  double end = 0.0;
-  auto finish = [&](std::uint32_t g, double t) {
-    ++finished;
-    end = std::max(end, t);
-    const int r = owner[g];
-    const Schedule& s = sched[static_cast<std::size_t>(r)];
-    for (StepId d : s.dependents_of(g - base[static_cast<std::size_t>(r)])) {
-      const std::uint32_t dg = base[static_cast<std::size_t>(r)] + d;
-      ready_at[dg] = std::max(ready_at[dg], t);
-      if (--missing[dg] == 0) queue.push({ready_at[dg], d, dg});
-    }
-  };
-
-  while (!queue.empty()) {
-    const Ready e = queue.top();
-    queue.pop();
-    const int r = owner[e.step];
-    const auto ru = static_cast<std::size_t>(r);
-    const Step& st = sched[ru].steps[e.step - base[ru]];
-    switch (st.kind) {
-      case StepKind::reduce:
-      case StepKind::copy: {
-        if (st.dst.count == 0) {
-          finish(e.step, e.t);
-          break;
-        }
-        const double bytes = static_cast<double>(st.dst.count * args.elem_size);
-        const double rate = st.kind == StepKind::reduce ? reduce_gbps : copy_gbps;
-        const double start = std::max(e.t, cpu_free[ru]);
-        cpu_free[ru] = start + compute.step_overhead_us + transfer_us(bytes, rate);
-        finish(e.step, cpu_free[ru]);
-        break;
-      }
-      case StepKind::send: {
-        const int peer = st.peer;
-        const auto pu = static_cast<std::size_t>(peer);
-        const LinkInfo& link = links.at(r, peer);
-        const std::size_t bytes = st.src.count * args.elem_size;
-        const double xfer = transfer_us(static_cast<double>(bytes), pick(link.beta_gbps, link.beta_large_gbps));
-        // A rendezvous handshake delays the data, not the ports: a rank keeps
-        // posting other messages meanwhile.
-        const double handshake = bytes > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0;
-        // A receiver that copies the data itself cannot reduce meanwhile.
-        const std::size_t sp = 2 * ru + port_class(link.kind), rp = 2 * pu + port_class(link.kind);
-        const double start = std::max({e.t, send_free[sp], recv_free[rp], link.receiver_copies ? cpu_free[pu] : 0.0});
-        send_free[sp] = recv_free[rp] = start + compute.step_overhead_us + xfer;
-        if (link.receiver_copies) cpu_free[pu] = start + handshake + xfer;
-        const double arrive = start + link.alpha_us + handshake + xfer;
-        const auto it = std::lower_bound(recvs.begin(), recvs.end(), RecvKey{match_key(peer, r, st.tag), 0});
-        const auto idx = static_cast<std::size_t>(it - recvs.begin());
-        if (it == recvs.end() || it->key != match_key(peer, r, st.tag) || matched[idx])
-          throw Error(ErrorCode::internal, what + ": rank " + std::to_string(r) + " sends tag " +
-                                               std::to_string(st.tag) + " to rank " + std::to_string(peer) +
-                                               ", which posts no matching receive");
-        matched[idx] = true;
-        const std::uint32_t rg = it->step;
-        finish(e.step, start + handshake + xfer);
-        if (posted[rg] >= 0)
-          finish(rg, std::max(posted[rg], arrive));
-        else
-          arrival[rg] = arrive;
-        break;
-      }
-      case StepKind::recv:
-        if (arrival[e.step] >= 0)
-          finish(e.step, std::max(e.t, arrival[e.step]));
-        else
-          posted[e.step] = e.t;
-        break;
-    }
-  }
-  if (finished != total)
-    throw Error(ErrorCode::internal, what + ": the schedules deadlock (" + std::to_string(total - finished) +
-                                         " of " + std::to_string(total) +
-                                         " steps never ran: a receive without a matching send, or a cycle)");
-  return compute.op_overhead_us + end;
+  const GroupSchedules schedules = build_schedules(algorithm, args);
+  if (schedules.base.back() == 0) return 0.0;
+  return compute.op_overhead_us + Simulation(schedules, args, links, compute, what).run();
 }
 
 ComputeParams default_compute(const TransportCaps& caps) {
