@@ -87,98 +87,123 @@ std::pair<std::size_t, std::size_t> buffer_sizes(Collective c, std::size_t count
   return {count, count};
 }
 
-// Runs every rank's schedule (steps in dependency order, receives matched to
-// sends by (sender, receiver, tag)); returns the output buffers.
-std::vector<std::vector<std::uint32_t>> run(const algo::Algorithm& alg, algo::AlgoArgs a, Expressions& ex) {
-  const int n = a.nranks;
-  std::vector<RankState> ranks(static_cast<std::size_t>(n));
-  const auto [in_size, out_size] = buffer_sizes(alg.collective, a.count, n);
-  std::vector<std::pair<int, StepId>> ready;
-  for (int r = 0; r < n; ++r) {
-    RankState& st = ranks[static_cast<std::size_t>(r)];
-    a.rank = r;
-    ScheduleBuilder b;
-    alg.build(a, b);
-    st.s = std::move(b).finish();
-    st.buf[0].resize(in_size);
-    for (std::size_t i = 0; i < in_size; ++i) st.buf[0][i] = ex.leaf(r, i);
-    st.buf[1].assign(out_size, Expressions::kNone);
-    // Broadcast is in place: the root's output is its input.
-    if (alg.collective == Collective::broadcast && r == a.root) st.buf[1] = st.buf[0];
-    st.buf[2].assign(st.s.scratch_count, Expressions::kNone);
-    st.missing.resize(st.s.steps.size());
-    st.done.assign(st.s.steps.size(), false);
-    for (StepId i = 0; i < st.s.steps.size(); ++i)
-      if ((st.missing[i] = st.s.steps[i].num_deps) == 0) ready.emplace_back(r, i);
-  }
-  using Channel = std::tuple<int, int, std::uint32_t>;  // sender, receiver, tag
-  std::map<Channel, std::deque<std::vector<std::uint32_t>>> sent;
-  std::map<Channel, std::deque<StepId>> waiting;  // posted receives without a message yet
-  std::size_t finished = 0;
-  auto complete = [&](int r, StepId i) {
-    RankState& st = ranks[static_cast<std::size_t>(r)];
-    st.done[i] = true;
-    ++finished;
-    for (StepId d : st.s.dependents_of(i))
-      if (--st.missing[d] == 0) ready.emplace_back(r, d);
-  };
-  auto deliver = [&](int r, StepId i, const std::vector<std::uint32_t>& values) {
-    write(ranks[static_cast<std::size_t>(r)], ranks[static_cast<std::size_t>(r)].s.steps[i].dst, values);
-    complete(r, i);
-  };
-  while (!ready.empty()) {
-    const auto [r, i] = ready.back();
-    ready.pop_back();
-    RankState& st = ranks[static_cast<std::size_t>(r)];
-    const Step& step = st.s.steps[i];
-    switch (step.kind) {
-      case StepKind::send: {
-        const Channel ch{r, step.peer, step.tag};
-        auto values = read(st, step.src);
-        if (auto w = waiting.find(ch); w != waiting.end() && !w->second.empty()) {
-          const StepId rs = w->second.front();
-          w->second.pop_front();
-          deliver(step.peer, rs, values);
-        } else {
-          sent[ch].push_back(std::move(values));
-        }
-        complete(r, i);
-        break;
-      }
-      case StepKind::recv: {
-        const Channel ch{step.peer, r, step.tag};
-        if (auto m = sent.find(ch); m != sent.end() && !m->second.empty()) {
-          const auto values = std::move(m->second.front());
-          m->second.pop_front();
-          deliver(r, i, values);
-        } else {
-          waiting[ch].push_back(i);
-        }
-        break;
-      }
-      case StepKind::copy:
-        write(st, step.dst, read(st, step.src));
-        complete(r, i);
-        break;
-      case StepKind::reduce: {
-        const auto x = read(st, step.src), y = read(st, step.src2);
-        std::vector<std::uint32_t> z(x.size());
-        for (std::size_t k = 0; k < x.size(); ++k) z[k] = ex.node(x[k], y[k]);
-        write(st, step.dst, z);
-        complete(r, i);
-        break;
-      }
+// Rank r's schedule and buffers: the input holds the leaves (r, element), the output and scratch nothing yet.
+RankState start_rank(const algo::Algorithm& alg, algo::AlgoArgs a, int r, Expressions& ex) {
+  const auto [in_size, out_size] = buffer_sizes(alg.collective, a.count, a.nranks);
+  RankState st;
+  a.rank = r;
+  ScheduleBuilder b;
+  alg.build(a, b);
+  st.s = std::move(b).finish();
+  st.buf[0].resize(in_size);
+  for (std::size_t i = 0; i < in_size; ++i) st.buf[0][i] = ex.leaf(r, i);
+  st.buf[1].assign(out_size, Expressions::kNone);
+  // Broadcast is in place: the root's output is its input.
+  if (alg.collective == Collective::broadcast && r == a.root) st.buf[1] = st.buf[0];
+  st.buf[2].assign(st.s.scratch_count, Expressions::kNone);
+  st.missing.resize(st.s.steps.size());
+  st.done.assign(st.s.steps.size(), false);
+  return st;
+}
+
+// Every rank's schedule run on expressions instead of numbers (steps in
+// dependency order, receives matched to sends by (sender, receiver, tag)).
+class SymbolicRun {
+ public:
+  SymbolicRun(const algo::Algorithm& alg, const algo::AlgoArgs& a, Expressions& ex) : alg_(alg), ex_(ex) {
+    for (int r = 0; r < a.nranks; ++r) {
+      RankState& st = ranks_.emplace_back(start_rank(alg, a, r, ex));
+      for (StepId i = 0; i < st.s.steps.size(); ++i)
+        if ((st.missing[i] = st.s.steps[i].num_deps) == 0) ready_.emplace_back(r, i);
     }
   }
-  std::size_t total = 0;
-  for (const auto& st : ranks) total += st.s.steps.size();
-  if (finished != total)
-    throw Error(ErrorCode::internal, "determinism check: '" + std::string(alg.name) + "' on " + std::to_string(n) +
-                                         " ranks deadlocks in the symbolic run");
-  std::vector<std::vector<std::uint32_t>> out;
-  for (auto& st : ranks) out.push_back(std::move(st.buf[1]));
-  return out;
-}
+
+  // The output buffers; throws if the schedules deadlock.
+  std::vector<std::vector<std::uint32_t>> outputs() && {
+    while (!ready_.empty()) {
+      const auto [r, i] = ready_.back();
+      ready_.pop_back();
+      RankState& st = rank(r);
+      const Step& step = st.s.steps[i];
+      switch (step.kind) {
+        case StepKind::send: run_send(r, i, step); break;
+        case StepKind::recv: run_recv(r, i, step); break;
+        case StepKind::copy:
+          write(st, step.dst, read(st, step.src));
+          complete(r, i);
+          break;
+        case StepKind::reduce: run_reduce(r, i, step); break;
+      }
+    }
+    std::size_t total = 0;
+    for (const auto& st : ranks_) total += st.s.steps.size();
+    if (finished_ != total)
+      throw Error(ErrorCode::internal, "determinism check: '" + std::string(alg_.name) + "' on " +
+                                           std::to_string(ranks_.size()) + " ranks deadlocks in the symbolic run");
+    std::vector<std::vector<std::uint32_t>> out;
+    for (auto& st : ranks_) out.push_back(std::move(st.buf[1]));
+    return out;
+  }
+
+ private:
+  using Channel = std::tuple<int, int, std::uint32_t>;  // sender, receiver, tag
+
+  RankState& rank(int r) { return ranks_[static_cast<std::size_t>(r)]; }
+
+  void complete(int r, StepId i) {
+    RankState& st = rank(r);
+    st.done[i] = true;
+    ++finished_;
+    for (StepId d : st.s.dependents_of(i))
+      if (--st.missing[d] == 0) ready_.emplace_back(r, d);
+  }
+
+  void deliver(int r, StepId i, const std::vector<std::uint32_t>& values) {
+    write(rank(r), rank(r).s.steps[i].dst, values);
+    complete(r, i);
+  }
+
+  void run_send(int r, StepId i, const Step& step) {
+    const Channel ch{r, step.peer, step.tag};
+    auto values = read(rank(r), step.src);
+    if (auto w = waiting_.find(ch); w != waiting_.end() && !w->second.empty()) {
+      const StepId rs = w->second.front();
+      w->second.pop_front();
+      deliver(step.peer, rs, values);
+    } else {
+      sent_[ch].push_back(std::move(values));
+    }
+    complete(r, i);
+  }
+
+  void run_recv(int r, StepId i, const Step& step) {
+    const Channel ch{step.peer, r, step.tag};
+    if (auto m = sent_.find(ch); m != sent_.end() && !m->second.empty()) {
+      const auto values = std::move(m->second.front());
+      m->second.pop_front();
+      deliver(r, i, values);
+    } else {
+      waiting_[ch].push_back(i);
+    }
+  }
+
+  void run_reduce(int r, StepId i, const Step& step) {
+    RankState& st = rank(r);
+    const auto x = read(st, step.src), y = read(st, step.src2);
+    std::vector<std::uint32_t> z(x.size());
+    for (std::size_t k = 0; k < x.size(); ++k) z[k] = ex_.node(x[k], y[k]);
+    write(st, step.dst, z);
+    complete(r, i);
+  }
+
+  const algo::Algorithm& alg_;
+  Expressions& ex_;
+  std::vector<RankState> ranks_;
+  std::vector<std::pair<int, StepId>> ready_;
+  std::map<Channel, std::deque<std::vector<std::uint32_t>>> sent_;
+  std::map<Channel, std::deque<StepId>> waiting_;  // posted receives without a message yet
+  std::size_t finished_ = 0;
+};
 
 // The rank-ordered fold of input element `element` over all ranks.
 std::uint32_t fold(Expressions& ex, int n, std::size_t element) {
@@ -235,7 +260,7 @@ bool ordered_at(const algo::Algorithm& alg, int nranks, int root, std::size_t co
   a.chunk_elems = chunk;
   a.root = root;
   Expressions ex;
-  const auto out = run(alg, a, ex);
+  const auto out = SymbolicRun(alg, a, ex).outputs();
   for (int r = 0; r < nranks; ++r)
     for (std::size_t i = 0; i < out[static_cast<std::size_t>(r)].size(); ++i) {
       const std::uint32_t want = expected(ex, alg.collective, nranks, r, root, count, i);
