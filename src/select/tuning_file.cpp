@@ -169,17 +169,17 @@ bool load_tuning_agreed(const std::string& path, Store& store, int rank, LinkMat
   return true;
 }
 
-void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& links, ComputeParams& compute,
-                  TuningExtras* extras) {
-  json::Value root;
+namespace {
+
+json::Value parse_tuning(const std::string& text, const std::string& path) {
   try {
-    root = json::parse(text, "tuning file '" + path + "'");
+    return json::parse(text, "tuning file '" + path + "'");
   } catch (const json::ParseError& e) {
     throw Error(ErrorCode::invalid_config, e.what());
   }
+}
 
-  object_at(path, root, "the top level");
-  only_keys(path, root, "the top level", {"comm_tuning_version", "key", "links", "compute", "native"});
+void check_version(const std::string& path, const json::Value& root) {
   const auto version = number_at(path, root, "$", "comm_tuning_version", 0);
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
   // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
@@ -188,57 +188,69 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
                        " is not supported (this build reads versions 1 to " + std::to_string(kTuningFileVersion) +
                        ")");
   }
+}
 
-  // Validate everything before changing anything.
-  struct KindValues {
-    LinkKind kind;
-    std::optional<double> alpha, beta, threshold, extra, beta_large;
-    std::optional<bool> receiver_copies;
-  };
+// One "links" entry, validated; absent fields keep the link's current value.
+struct KindValues {
+  LinkKind kind;
+  std::optional<double> alpha, beta, threshold, extra, beta_large;
+  std::optional<bool> receiver_copies;
+};
+
+KindValues read_link_entry(const std::string& path, const std::string& name, const json::Value& entry) {
+  LinkKind kind{};
+  try {
+    kind = parse_link_kind(name);
+  } catch (const Error& e) {
+    bad_file(path, "links: " + std::string(e.what()));
+  }
+  const std::string where = "links." + name;
+  object_at(path, entry, where);
+  only_keys(path, entry, where,
+            {"alpha_us", "beta_gbps", "rndv_threshold_bytes", "rndv_extra_us", "beta_large_gbps", "receiver_copies"});
+  KindValues values{kind,
+                    number_at(path, entry, where, "alpha_us", 0, true),
+                    number_at(path, entry, where, "beta_gbps", 0),
+                    number_at(path, entry, where, "rndv_threshold_bytes", 0, true),
+                    number_at(path, entry, where, "rndv_extra_us", 0, true),
+                    number_at(path, entry, where, "beta_large_gbps", 0),
+                    std::nullopt};
+  if (const json::Value* rc = entry.find("receiver_copies")) {
+    if (rc->kind != json::Value::Kind::boolean)
+      bad_file(path, where + ".receiver_copies must be a boolean, not " + std::string(json::to_string(rc->kind)));
+    values.receiver_copies = rc->boolean;
+  }
+  return values;
+}
+
+std::vector<KindValues> read_links(const std::string& path, const json::Value& root) {
   std::vector<KindValues> kinds;
   if (const json::Value* l = root.find("links")) {
     object_at(path, *l, "links");
-    for (const auto& [name, entry] : l->object) {
-      LinkKind kind{};
-      try {
-        kind = parse_link_kind(name);
-      } catch (const Error& e) {
-        bad_file(path, "links: " + std::string(e.what()));
-      }
-      const std::string where = "links." + name;
-      object_at(path, entry, where);
-      only_keys(path, entry, where,
-                {"alpha_us", "beta_gbps", "rndv_threshold_bytes", "rndv_extra_us", "beta_large_gbps",
-                 "receiver_copies"});
-      kinds.push_back({kind, number_at(path, entry, where, "alpha_us", 0, true),
-                       number_at(path, entry, where, "beta_gbps", 0),
-                       number_at(path, entry, where, "rndv_threshold_bytes", 0, true),
-                       number_at(path, entry, where, "rndv_extra_us", 0, true),
-                       number_at(path, entry, where, "beta_large_gbps", 0), std::nullopt});
-      if (const json::Value* rc = entry.find("receiver_copies")) {
-        if (rc->kind != json::Value::Kind::boolean)
-          bad_file(path, where + ".receiver_copies must be a boolean, not " + std::string(json::to_string(rc->kind)));
-        kinds.back().receiver_copies = rc->boolean;
-      }
-    }
+    for (const auto& [name, entry] : l->object) kinds.push_back(read_link_entry(path, name, entry));
   }
-  ComputeParams c = compute;
-  if (const json::Value* cv = root.find("compute")) {
-    object_at(path, *cv, "compute");
-    only_keys(path, *cv, "compute",
-              {"reduce_gbps", "copy_gbps", "step_overhead_us", "op_overhead_us", "cache_bytes", "reduce_large_gbps",
-               "copy_large_gbps"});
-    if (auto v = number_at(path, *cv, "compute", "reduce_gbps", 0)) c.reduce_gbps = *v;
-    if (auto v = number_at(path, *cv, "compute", "copy_gbps", 0)) c.copy_gbps = *v;
-    if (auto v = number_at(path, *cv, "compute", "step_overhead_us", 0, true)) c.step_overhead_us = *v;
-    if (auto v = number_at(path, *cv, "compute", "op_overhead_us", 0, true)) c.op_overhead_us = *v;
-    if (auto v = number_at(path, *cv, "compute", "cache_bytes", 0, true)) c.cache_bytes = static_cast<std::size_t>(*v);
-    if (auto v = number_at(path, *cv, "compute", "reduce_large_gbps", 0)) c.reduce_large_gbps = *v;
-    if (auto v = number_at(path, *cv, "compute", "copy_large_gbps", 0)) c.copy_large_gbps = *v;
-  }
+  return kinds;
+}
 
-  TuningExtras ex = read_extras(path, root);
+// `compute` with the file's "compute" fields applied.
+ComputeParams read_compute(const std::string& path, const json::Value& root, ComputeParams c) {
+  const json::Value* cv = root.find("compute");
+  if (!cv) return c;
+  object_at(path, *cv, "compute");
+  only_keys(path, *cv, "compute",
+            {"reduce_gbps", "copy_gbps", "step_overhead_us", "op_overhead_us", "cache_bytes", "reduce_large_gbps",
+             "copy_large_gbps"});
+  if (auto v = number_at(path, *cv, "compute", "reduce_gbps", 0)) c.reduce_gbps = *v;
+  if (auto v = number_at(path, *cv, "compute", "copy_gbps", 0)) c.copy_gbps = *v;
+  if (auto v = number_at(path, *cv, "compute", "step_overhead_us", 0, true)) c.step_overhead_us = *v;
+  if (auto v = number_at(path, *cv, "compute", "op_overhead_us", 0, true)) c.op_overhead_us = *v;
+  if (auto v = number_at(path, *cv, "compute", "cache_bytes", 0, true)) c.cache_bytes = static_cast<std::size_t>(*v);
+  if (auto v = number_at(path, *cv, "compute", "reduce_large_gbps", 0)) c.reduce_large_gbps = *v;
+  if (auto v = number_at(path, *cv, "compute", "copy_large_gbps", 0)) c.copy_large_gbps = *v;
+  return c;
+}
 
+void apply_links(const std::vector<KindValues>& kinds, LinkMatrix& links) {
   for (const auto& k : kinds)
     for (auto& link : links.links)
       if (link.kind == k.kind) {
@@ -252,6 +264,21 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
         if (link.detail.find("tuning file") == std::string::npos)
           link.detail += (link.detail.empty() ? "" : ", ") + std::string("from tuning file");
       }
+}
+
+}  // namespace
+
+void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& links, ComputeParams& compute,
+                  TuningExtras* extras) {
+  const json::Value root = parse_tuning(text, path);
+  object_at(path, root, "the top level");
+  only_keys(path, root, "the top level", {"comm_tuning_version", "key", "links", "compute", "native"});
+  check_version(path, root);
+  // Validate everything before changing anything.
+  const std::vector<KindValues> kinds = read_links(path, root);
+  const ComputeParams c = read_compute(path, root, compute);
+  TuningExtras ex = read_extras(path, root);
+  apply_links(kinds, links);
   compute = c;
   if (extras) *extras = std::move(ex);
 }
