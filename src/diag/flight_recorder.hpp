@@ -4,6 +4,7 @@
 // ended) so a hang or failure can be explained after the fact.
 
 #include "util/coarse_clock.hpp"
+#include "util/spin_lock.hpp"
 #include "util/json.hpp"
 
 #include <comm/types.hpp>
@@ -51,7 +52,7 @@ class FlightRecorder {
   double now_us() const;
 
  private:
-  mutable std::mutex mu_;
+  mutable util::SpinLock mu_;
   std::vector<FlightRecord> ring_;
   std::uint64_t mask_ = 0;  // ring_.size() - 1
   std::uint64_t recorded_ = 0;
