@@ -174,14 +174,27 @@ std::string CommunicatorImpl::connect() {
   // Measured figures replace the transports' nominal ones: calibrated now or
   // reused from a tuning file (see select/tuning.hpp).
   ComputeParams compute = default_compute(caps);
-  TuningOutcome tuned = tune_figures(*transport_, *store_, rank_, size_, config_, links, compute);
   create_engines();
-  selector_ = std::make_unique<Selector>(size_, std::move(links), compute, config.chunk_bytes,
-                                         std::move(overrides), transport_->native(), schedule_engine_ != nullptr,
-                                         direct_engine_.get(), plans_.hosts());
-  selector_->set_native_profile(std::move(tuned.native));
+  // When it calibrates, it times our algorithms through the engines, over a
+  // selector made from the figures just measured (the one kept).
+  TuningOutcome tuned = tune_figures(
+      *transport_, *store_, rank_, size_, config_, links, compute,
+      [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native) {
+        create_selector(measured, measured_compute, native, overrides);
+        return time_algorithms();
+      });
+  if (!selector_) create_selector(links, compute, std::move(tuned.native), overrides);
+  selector_->set_measured_profile(tuned.measured);
   selector_->set_deterministic(config.deterministic);
+  last_resolved_ = {};  // resolved before the measured profile
   return tuned.source;
+}
+
+void CommunicatorImpl::create_selector(const LinkMatrix& links, const ComputeParams& compute, NativeProfile native,
+                                       const std::vector<OverrideRule>& overrides) {
+  selector_ = std::make_unique<Selector>(size_, links, compute, config_.chunk_bytes, overrides, transport_->native(),
+                                         schedule_engine_ != nullptr, direct_engine_.get(), plans_.hosts());
+  selector_->set_native_profile(std::move(native));
 }
 
 // Engines from what the transport offers: schedules run on the host executor

@@ -81,6 +81,11 @@ class CommunicatorImpl {
   std::string connect();  // returns where the link figures came from
   [[noreturn]] void creation_failed(const std::exception& e);
   void create_engines();
+  void create_selector(const LinkMatrix& links, const ComputeParams& compute, NativeProfile native,
+                       const std::vector<OverrideRule>& overrides);
+  // Times comm's own all-reduce algorithms through the engines (start-up
+  // calibration, select/tuning.hpp AlgorithmTimer); collective.
+  NativeProfile time_algorithms();
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);

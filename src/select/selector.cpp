@@ -127,7 +127,7 @@ double Selector::predict_native(Collective c, std::string_view name, std::size_t
   return native_ ? native_->predict_us(c, name, bytes) : -1.0;
 }
 
-double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
+double Selector::predict_model(Collective c, std::string_view name, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
   for (std::size_t i = 0; i < pc.names.size(); ++i) {
     if (pc.names[i] != name) continue;
@@ -137,6 +137,39 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
     return predict_us(*pc.ours[i], args, links_, compute_);
   }
   return -1.0;
+}
+
+double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
+  const double us = predict_model(c, name, bytes);
+  return us < 0 ? us : us * correction(c, name, bytes);
+}
+
+void Selector::set_measured_profile(const NativeProfile& measured) {
+  corrections_ = {};
+  for (const NativeCurve& curve : measured.curves) {
+    if (is_native(curve.collective, curve.algorithm)) continue;  // the native profile predicts those
+    std::vector<std::pair<std::size_t, double>> ratios;
+    for (const auto& [bytes, us] : curve.points) {
+      const double model = predict_model(curve.collective, curve.algorithm, bytes);
+      if (model > 0 && us > 0) ratios.emplace_back(bytes, us / model);
+    }
+    if (!ratios.empty()) corrections_.set(curve.collective, curve.algorithm, std::move(ratios));
+  }
+  for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
+}
+
+double Selector::correction(Collective c, std::string_view name, std::size_t bytes) const {
+  const NativeCurve* curve = corrections_.find(c, name);
+  if (!curve) return 1.0;
+  const auto& p = curve->points;
+  if (bytes <= p.front().first) return p.front().second;
+  if (bytes >= p.back().first) return p.back().second;
+  std::size_t i = 1;
+  while (p[i].first < bytes) ++i;
+  const double x0 = std::log2(static_cast<double>(std::max<std::size_t>(1, p[i - 1].first)));
+  const double x1 = std::log2(static_cast<double>(p[i].first));
+  const double f = (std::log2(static_cast<double>(bytes)) - x0) / (x1 - x0);
+  return p[i - 1].second + (p[i].second - p[i - 1].second) * f;
 }
 
 bool Selector::ordered(Collective c, std::size_t i) const {

@@ -71,6 +71,16 @@ class Selector {
   // them. Clears the cached choices.
   void set_native_profile(NativeProfile profile);
 
+  // Measured times of our own algorithms (schedules and direct-memory) at a
+  // ladder of sizes (calibration or tuning file): from now on the cost model's
+  // prediction of such an algorithm is scaled by measured / predicted at the
+  // ladder sizes, interpolated in log(size) between them and held beyond
+  // them. The model keeps the shape (chunking, cache regimes, ranks), the
+  // measurement sets the level. Clears the cached choices.
+  void set_measured_profile(const NativeProfile& measured);
+  // The model's own prediction, without the measured correction.
+  double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
+
   // Deterministic mode: only algorithms whose reduction order is the rank
   // order at every size (determinism.hpp) are chosen; override rules naming
   // another are invalid_config errors (thrown here). Clears cached choices.
@@ -109,6 +119,9 @@ class Selector {
   std::vector<OverrideRule> overrides_;
   NativeCollectives* native_;
   NativeProfile native_profile_;
+  // Per algorithm: (ladder bytes, measured / modelled), increasing bytes.
+  NativeProfile corrections_;
+  double correction(Collective c, std::string_view name, std::size_t bytes) const;
   bool deterministic_ = false;
   const AlgorithmOffer* direct_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;

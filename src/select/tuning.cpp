@@ -171,7 +171,7 @@ std::string local_fingerprint() {
 namespace {
 
 TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const Config& config, LinkMatrix& links,
-                   ComputeParams& compute) {
+                   ComputeParams& compute, const AlgorithmTimer& time_algorithms) {
   TuningOutcome out;
   const bool explicit_file = !config.tuning_file.empty();
   const TransportCaps caps = transport.caps();
@@ -180,6 +180,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
     TuningExtras ex;
     if (explicit_file && load_tuning_agreed(config.tuning_file, store, rank, links, compute, config.timeout, &ex)) {
       out.native = std::move(ex.native);
+      out.measured = std::move(ex.measured);
       out.source = "tuning file " + config.tuning_file;
     } else {
       out.source = !config.calibrate ? "the transport's nominal figures (calibration off)"
@@ -211,6 +212,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
       links = std::move(loaded);
       compute = loaded_compute;
       out.native = std::move(ex.native);
+      out.measured = std::move(ex.measured);
       out.source = (explicit_file ? "tuning file " : "tuning cache ") + path;
       return out;
     }
@@ -220,9 +222,10 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
   calibrate_links(transport, store, rank, size, links, compute, config.timeout);
   if (NativeCollectives* native = transport.native())
     out.native = calibrate_native(*native, store, rank, size, config.timeout);
+  if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
   out.source = "calibrated at creation (" + describe_ms(t0) + ")";
   if (!path.empty()) {
-    TuningExtras ex{key.id, key.description, out.native};
+    TuningExtras ex{key.id, key.description, out.native, out.measured};
     save_agreed(path, explicit_file, store, rank, links, compute, ex, config.timeout);
     out.source += ", saved to " + path;
   }
@@ -232,8 +235,8 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
 }  // namespace
 
 TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
-                           LinkMatrix& links, ComputeParams& compute) {
-  TuningOutcome out = tune(transport, store, rank, size, config, links, compute);
+                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms) {
+  TuningOutcome out = tune(transport, store, rank, size, config, links, compute, time_algorithms);
   if (size > 1) finish_together(store, rank, size, config.timeout);
   return out;
 }

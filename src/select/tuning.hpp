@@ -3,8 +3,9 @@
 // creation (collectively: every rank ends with identical figures).
 //
 //  - Config::calibrate (default on; COMM_CALIBRATE=0 turns it off): the
-//    figures are measured (calibration.hpp, and the transport's own
-//    collectives: calibrate_native) unless a tuning file for this exact setup
+//    figures are measured (calibration.hpp, the transport's own
+//    collectives: calibrate_native, and comm's own all-reduce algorithms:
+//    AlgorithmTimer) unless a tuning file for this exact setup
 //    exists, and the measurement is then saved there, so later runs skip it.
 //    The file is Config::tuning_file (COMM_TUNING_FILE) if given, else one per
 //    setup in the user's cache directory: $XDG_CACHE_HOME/comm, or
@@ -28,21 +29,29 @@
 #include <comm/store.hpp>
 #include <comm/transport.hpp>
 
+#include <functional>
 #include <string>
 
 namespace comm {
 
 struct TuningOutcome {
-  NativeProfile native;  ///< measured native collective times (may be empty)
-  std::string source;    ///< where the figures came from, for the log and comm-info
+  NativeProfile native;    ///< measured native collective times (may be empty)
+  NativeProfile measured;  ///< measured times of comm's own algorithms (may be empty)
+  std::string source;      ///< where the figures came from, for the log and comm-info
 };
+
+// Times comm's own algorithms over the figures just calibrated (links,
+// compute, the native curves), every rank at once; collective. Called by
+// tune_figures only when it calibrates, before the tuning file is written.
+using AlgorithmTimer =
+    std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native)>;
 
 // Collective over all ranks of the communicator; `store` is its private store.
 // Overwrites `links` and `compute` with the figures chosen. Throws
 // invalid_config for a malformed or unwritable tuning file named in `config`,
 // timeout if a rank does not take part, or the transport's error.
 TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
-                           LinkMatrix& links, ComputeParams& compute);
+                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms = {});
 
 // The cache directory for tuning files ("" if neither XDG_CACHE_HOME nor HOME is set).
 std::string default_tuning_dir();

@@ -92,18 +92,18 @@ std::string string_at(const std::string& path, const json::Value& obj, std::stri
   return v->string;
 }
 
-// "native": {collective: {algorithm: [[bytes, us], ...]}}.
-NativeProfile read_native(const std::string& path, const json::Value& native) {
+// "native" or "measured": {collective: {algorithm: [[bytes, us], ...]}}.
+NativeProfile read_profile(const std::string& path, const json::Value& native, const std::string& name) {
   NativeProfile profile;
-  object_at(path, native, "native");
+  object_at(path, native, name);
   for (const auto& [coll_name, algos] : native.object) {
     Collective coll{};
     try {
       coll = parse_collective(coll_name);
     } catch (const Error& e) {
-      bad_file(path, "native: " + std::string(e.what()));
+      bad_file(path, name + ": " + std::string(e.what()));
     }
-    const std::string where = "native." + coll_name;
+    const std::string where = name + "." + coll_name;
     object_at(path, algos, where);
     for (const auto& [algo, points] : algos.object) {
       const std::string at = where + "." + algo;
@@ -131,7 +131,8 @@ TuningExtras read_extras(const std::string& path, const json::Value& root) {
     ex.key_id = string_at(path, *k, "key", "id");
     ex.key_description = string_at(path, *k, "key", "description");
   }
-  if (const json::Value* n = root.find("native")) ex.native = read_native(path, *n);
+  if (const json::Value* n = root.find("native")) ex.native = read_profile(path, *n, "native");
+  if (const json::Value* m = root.find("measured")) ex.measured = read_profile(path, *m, "measured");
   return ex;
 }
 
@@ -183,7 +184,7 @@ void check_version(const std::string& path, const json::Value& root) {
   const auto version = number_at(path, root, "$", "comm_tuning_version", 0);
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
   // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
-  if (*version != 1 && *version != 2 && *version != kTuningFileVersion) {
+  if (*version != 1 && *version != 2 && *version != 3 && *version != kTuningFileVersion) {
     bad_file(path, "comm_tuning_version " + json::number(*version) +
                        " is not supported (this build reads versions 1 to " + std::to_string(kTuningFileVersion) +
                        ")");
@@ -272,7 +273,7 @@ void apply_tuning(const std::string& text, const std::string& path, LinkMatrix& 
                   TuningExtras* extras) {
   const json::Value root = parse_tuning(text, path);
   object_at(path, root, "the top level");
-  only_keys(path, root, "the top level", {"comm_tuning_version", "key", "links", "compute", "native"});
+  only_keys(path, root, "the top level", {"comm_tuning_version", "key", "links", "compute", "native", "measured"});
   check_version(path, root);
   // Validate everything before changing anything.
   const std::vector<KindValues> kinds = read_links(path, root);
@@ -293,9 +294,9 @@ const LinkInfo* first_link_of(const LinkMatrix& links, LinkKind kind) {
   return nullptr;
 }
 
-// "native": {collective: {algorithm: [[bytes, us], ...]}}
-void write_native(json::Writer& w, const NativeProfile& profile) {
-  w.key("native").begin_object();
+// "native" or "measured": {collective: {algorithm: [[bytes, us], ...]}}
+void write_profile(json::Writer& w, const NativeProfile& profile, std::string_view name) {
+  w.key(name).begin_object();
   for (Collective c : kAllCollectives) {
     bool any = false;
     for (const auto& curve : profile.curves) {
@@ -338,7 +339,8 @@ std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute, c
   if (compute.reduce_large_gbps > 0) w.member("reduce_large_gbps", compute.reduce_large_gbps);
   if (compute.copy_large_gbps > 0) w.member("copy_large_gbps", compute.copy_large_gbps);
   w.end_object();
-  if (extras && !extras->native.curves.empty()) write_native(w, extras->native);
+  if (extras && !extras->native.curves.empty()) write_profile(w, extras->native, "native");
+  if (extras && !extras->measured.curves.empty()) write_profile(w, extras->measured, "measured");
   w.end_object();
   return w.str() + "\n";
 }

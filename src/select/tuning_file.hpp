@@ -4,14 +4,15 @@
 // calibration run once can be reused by later jobs on the same kind of machine.
 //
 //   {
-//     "comm_tuning_version": 3,
+//     "comm_tuning_version": 4,
 //     "key": {"id": "3f1c...", "description": "host ...; transport ucx; 2 ranks; ..."},
 //     "links": { "shm": {"alpha_us": 0.9, "beta_gbps": 7.2, "rndv_extra_us": 0, "beta_large_gbps": 4.1},
 //                "tcp": {"alpha_us": 6.0, "beta_gbps": 5.5, "rndv_threshold_bytes": 16384,
 //                        "rndv_extra_us": 8.9, "beta_large_gbps": 4.4, "receiver_copies": true} },
 //     "compute": {"reduce_gbps": 6.1, "copy_gbps": 11.0, "step_overhead_us": 0.05, "op_overhead_us": 0.3,
 //                 "cache_bytes": 4194304, "reduce_large_gbps": 3.2, "copy_large_gbps": 5.0},
-//     "native": {"allreduce": {"native": [[8, 120.5], [4096, 180.2], [1048576, 1100.0]]}}
+//     "native": {"allreduce": {"native": [[8, 120.5], [4096, 180.2], [1048576, 1100.0]]}},
+//     "measured": {"allreduce": {"ring": [[8, 1.1], [4096, 2.3], [65536, 14.0], [1048576, 160.0]]}}
 //   }
 //
 // Version 2 added rndv_threshold_bytes (absent: no rendezvous step),
@@ -21,7 +22,9 @@
 // leaving those at their current values. Version 3 added "key" (what the
 // figures were measured on, see tuning.hpp) and "native" (measured times of
 // the transport's own collectives per collective and algorithm, as
-// [bytes, microseconds] pairs; see NativeProfile).
+// [bytes, microseconds] pairs; see NativeProfile). Version 4 added
+// "measured": the times of comm's own algorithms at creation, in the same
+// form (they scale the cost model's predictions: Selector::set_measured_profile).
 //
 // Every key is optional except the version; unknown keys, wrong types and
 // out-of-range numbers are errors (a typo must not silently fall back to the
@@ -44,13 +47,14 @@
 
 namespace comm {
 
-inline constexpr int kTuningFileVersion = 3;
+inline constexpr int kTuningFileVersion = 4;
 
-// What a tuning file holds besides links and compute (version 3).
+// What a tuning file holds besides links and compute (versions 3 and 4).
 struct TuningExtras {
   std::string key_id;           ///< "" if the file has no key
   std::string key_description;  ///< human-readable: what the figures were measured on
   NativeProfile native;
+  NativeProfile measured;       ///< comm's own algorithms
 };
 
 // Applies the tuning file at `path` to every link of `links` whose kind it

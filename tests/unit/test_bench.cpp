@@ -452,7 +452,7 @@ TEST_CASE("malformed tuning files are errors naming the file and the problem") {
   const std::pair<const char*, const char*> cases[] = {
       {"{\"comm_tuning_version\": 1, \"links\": {\"shm\": {\"alpha_us\": 1,}}}", "line 1, column"},
       {"{\"links\": {}}", "missing \"comm_tuning_version\""},
-      {"{\"comm_tuning_version\": 4}", "version 4 is not supported"},
+      {"{\"comm_tuning_version\": 5}", "version 5 is not supported"},
       {"{\"comm_tuning_version\": 3, \"native\": {\"allreduce\": {\"native\": [[8]]}}}", "[bytes, microseconds] pair"},
       {"{\"comm_tuning_version\": 3, \"native\": {\"allreduse\": {}}}", "allreduse"},
       {"{\"comm_tuning_version\": 3, \"key\": {\"id\": 5}}", "key.id must be a string"},

@@ -1,0 +1,126 @@
+// Start-up timing of comm's own all-reduce algorithms (select/tuning.hpp
+// AlgorithmTimer): each schedule and direct-memory algorithm at a ladder of
+// sizes, run through the engine that will run it for the user, every rank at
+// once, each iteration between barriers. The slowest rank's median per point
+// scales the cost model's prediction (Selector::set_measured_profile), so
+// automatic selection compares algorithms on what they cost here, with the
+// model's shape between and beyond the points.
+
+#include "core/communicator_impl.hpp"
+#include "select/calibration_measure.hpp"
+#include "util/log.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace comm::detail {
+namespace {
+
+// Powers of two, like the native ladder: the selector evaluates each size
+// bucket at 2^b. Beyond the last point the model's shape carries the ratio.
+constexpr std::size_t kLadder[] = {8, 4096, 65536, std::size_t{1} << 20};
+int warmup_for(std::size_t bytes) { return bytes >= (std::size_t{1} << 20) ? 1 : 2; }
+int iterations_for(std::size_t bytes) { return bytes >= (std::size_t{1} << 20) ? 3 : 7; }
+// An algorithm the model puts this many times behind the fastest is not timed
+// at that size (it will not be chosen there): creation stays short.
+constexpr double kHopeless = 4.0;
+
+// One timed (algorithm, size): where its iterations sit in the times vector.
+struct Point {
+  std::size_t algorithm;
+  std::size_t bytes;
+  std::size_t first;
+  int iterations;
+};
+
+}  // namespace
+
+NativeProfile CommunicatorImpl::time_algorithms() {
+  const auto began = calib::Clock::now();
+  const Collective c = Collective::allreduce;
+  std::vector<std::string> names;
+  for (const std::string& n : selector_->names(c))
+    if (!selector_->is_native(c, n)) names.push_back(n);
+  const std::size_t max_count = kLadder[std::size(kLadder) - 1] / sizeof(float);
+  std::vector<float> in(max_count, 1.0f), out(max_count, 0.0f);
+  std::vector<Point> points;
+  std::vector<double> times;
+  CallOptions options;
+  Call call;
+  call.collective = c;
+  call.input = in.data();
+  call.output = out.data();
+  call.dtype = DataType::f32;
+  call.op = ReduceOp::sum;
+  call.options = &options;
+  call.internal = true;
+  for (const std::size_t bytes : kLadder) {
+    call.count = bytes / sizeof(float);
+    call.in_bytes = call.out_bytes = bytes;
+    // The candidates at this size, timed in turns (one iteration of each, then
+    // the next round), so that a burst of load elsewhere on the machine hits
+    // them alike instead of one algorithm's whole measurement.
+    std::vector<std::size_t> candidates;
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<double> predicted(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      predicted[i] = selector_->predict_model(c, names[i], bytes);
+      if (predicted[i] >= 0) best = std::min(best, predicted[i]);
+    }
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (predicted[i] >= 0 && predicted[i] <= kHopeless * best) candidates.push_back(i);
+    const int warmup = warmup_for(bytes), iterations = iterations_for(bytes);
+    std::vector<std::vector<double>> mine(names.size());
+    for (int k = 0; k < warmup + iterations; ++k) {
+      for (std::size_t& i : candidates) {
+        if (i == names.size()) continue;  // refused at this size
+        options.algorithm = names[i];
+        try {
+          wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+          const auto t0 = calib::Clock::now();
+          wait(*start(call));
+          if (k >= warmup) mine[i].push_back(calib::micros(calib::Clock::now() - t0));
+        } catch (const Error& e) {
+          // Refused alike on every rank before anything moved (not eligible at this size).
+          if (!e.is_usage()) throw;
+          mine[i].clear();
+          i = names.size();
+        }
+      }
+    }
+    for (const std::size_t i : candidates) {
+      if (i == names.size()) continue;
+      points.push_back({i, bytes, times.size(), iterations});
+      times.insert(times.end(), mine[i].begin(), mine[i].end());
+    }
+  }
+  // The slowest rank's time of every iteration, in one exchange.
+  if (!times.empty()) {
+    Call max = call;
+    max.input = max.output = times.data();
+    max.count = times.size();
+    max.in_bytes = max.out_bytes = times.size() * sizeof(double);
+    max.dtype = DataType::f64;
+    max.op = ReduceOp::max;
+    const CallOptions defaults;
+    max.options = &defaults;
+    wait(*start(max));
+  }
+  NativeProfile profile;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::vector<std::pair<std::size_t, double>> curve;
+    for (const Point& p : points)
+      if (p.algorithm == i)
+        curve.emplace_back(p.bytes, calib::robust_median(std::vector<double>(
+                                        times.begin() + static_cast<std::ptrdiff_t>(p.first),
+                                        times.begin() + static_cast<std::ptrdiff_t>(p.first) + p.iterations)));
+    if (!curve.empty()) profile.set(c, names[i], std::move(curve));
+  }
+  if (rank_ == 0)
+    COMM_INFO("calibration: timed " << points.size() << " (algorithm, size) points of " << profile.curves.size()
+                                    << " all-reduce algorithms in "
+                                    << static_cast<long>(calib::micros(calib::Clock::now() - began) / 1000) << " ms");
+  return profile;
+}
+
+}  // namespace comm::detail
