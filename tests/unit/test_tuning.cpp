@@ -1,6 +1,7 @@
 // Where a communicator's figures come from: start-up calibration, the
 // per-setup tuning cache, an explicit tuning file, and the measured curves of
 // native collectives (select/tuning.hpp, select/native_profile.hpp).
+#include "select/selector.hpp"
 #include "select/tuning.hpp"
 #include "select/tuning_file.hpp"
 #include "select_fixtures.hpp"
@@ -175,4 +176,60 @@ TEST_CASE("the setup fingerprint names the host and the loaded libraries") {
   CHECK(fp.find("|comm ") != std::string::npos);
   CHECK(fp.find("|libs /") != std::string::npos);  // libcomm.so, or the executable holding comm
   CHECK(fp.find("|allowed ") != std::string::npos);
+}
+
+TEST_CASE("tuning file version 4 keeps the measured curves of comm's own algorithms") {
+  char tmpl[] = "/tmp/comm-tuning-v4-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ::close(fd);
+  const std::string path = tmpl;
+  TuningExtras ex;
+  ex.measured.set(Collective::allreduce, "ring", {{8, 1.5}, {65536, 40.25}});
+  ex.measured.set(Collective::allreduce, "mem_oneshot", {{8, 0.3}});
+  save_tuning(path, nominal(2), ComputeParams{}, &ex);
+  LinkMatrix m = nominal(2);
+  ComputeParams c;
+  TuningExtras back;
+  REQUIRE(load_tuning(path, m, c, &back));
+  CHECK(back.native.curves.empty());
+  REQUIRE(back.measured.curves.size() == 2);
+  CHECK(back.measured.predict(Collective::allreduce, "ring", 65536) == 40.25);
+  CHECK(back.measured.predict(Collective::allreduce, "mem_oneshot", 8) == 0.3);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("measured times scale the model: exact at the ladder, log-interpolated between, held beyond") {
+  const int n = 4;
+  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
+  const Collective ar = Collective::allreduce;
+  const double ring4k = s.predict_model(ar, "ring", 4096), ring64k = s.predict_model(ar, "ring", 65536);
+  const double direct4k = s.predict_model(ar, "direct", 4096);
+  REQUIRE(ring4k > 0);
+  REQUIRE(direct4k > 0);
+  // Before: the model alone.
+  CHECK(s.predict(ar, "ring", 4096) == ring4k);
+  // Measured: ring 2x and 3x the model at 4 KiB and 64 KiB; direct 10x slower
+  // than the model says at 4 KiB (its only point).
+  NativeProfile measured;
+  measured.set(ar, "ring", {{4096, 2 * ring4k}, {65536, 3 * ring64k}});
+  measured.set(ar, "direct", {{4096, 10 * direct4k}});
+  s.set_measured_profile(measured);
+  CHECK(s.predict(ar, "ring", 4096) == doctest::Approx(2 * ring4k));
+  CHECK(s.predict(ar, "ring", 65536) == doctest::Approx(3 * ring64k));
+  // 16 KiB is halfway between 4 KiB and 64 KiB in log size: ratio 2.5.
+  CHECK(s.predict(ar, "ring", 16384) == doctest::Approx(2.5 * s.predict_model(ar, "ring", 16384)));
+  // Below the first point and beyond the last the nearest ratio holds.
+  CHECK(s.predict(ar, "ring", 8) == doctest::Approx(2 * s.predict_model(ar, "ring", 8)));
+  CHECK(s.predict(ar, "ring", 64 << 20) == doctest::Approx(3 * s.predict_model(ar, "ring", 64 << 20)));
+  CHECK(s.predict(ar, "direct", 64) == doctest::Approx(10 * s.predict_model(ar, "direct", 64)));
+  // Unmeasured algorithms keep the model's prediction.
+  CHECK(s.predict(ar, "tree", 4096) == s.predict_model(ar, "tree", 4096));
+  // The choice follows the corrected predictions: the model's pick at 4 KiB,
+  // made 100x slower by measurement, is no longer chosen.
+  Selector t(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
+  const std::string pick = t.choose(ar, 4096);
+  NativeProfile slow;
+  slow.set(ar, pick, {{4096, 100 * t.predict_model(ar, pick, 4096)}});
+  t.set_measured_profile(slow);
+  CHECK(t.choose(ar, 4096) != pick);
 }
