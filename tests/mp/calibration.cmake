@@ -39,13 +39,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(NOT version EQUAL 4 OR NOT files MATCHES "tuning-${id}\\.json$")
     message(FATAL_ERROR "the tuning file is not version 4 named by its key id:\n${text}")
   endif()
-  # comm's own all-reduce algorithms were timed at creation: ring at least, at
-  # every ladder size, each point a positive time.
+  # comm's own all-reduce algorithms were timed at creation: ring at least
+  # (the model may leave out sizes where it is far behind, never 1 MiB), each
+  # point a positive time.
   string(JSON ring_points ERROR_VARIABLE no_ring LENGTH "${text}" measured allreduce ring)
-  if(no_ring OR ring_points LESS 4)
+  if(no_ring OR ring_points LESS 2)
     message(FATAL_ERROR "no measured curve of the ring all-reduce in the tuning file:\n${text}")
   endif()
   math(EXPR last "${ring_points} - 1")
+  string(JSON last_bytes GET "${text}" measured allreduce ring ${last} 0)
+  if(NOT last_bytes EQUAL 1048576)
+    message(FATAL_ERROR "the measured ring curve does not reach 1 MiB:\n${text}")
+  endif()
   foreach(i RANGE ${last})
     string(JSON us GET "${text}" measured allreduce ring ${i} 1)
     if(NOT us GREATER 0)
