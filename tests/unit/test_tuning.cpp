@@ -4,6 +4,7 @@
 #include "select/selector.hpp"
 #include "select/tuning.hpp"
 #include "select/tuning_file.hpp"
+#include "local_group.hpp"
 #include "select_fixtures.hpp"
 
 #include <comm/comm.hpp>
@@ -232,4 +233,45 @@ TEST_CASE("measured times scale the model: exact at the ladder, log-interpolated
   slow.set(ar, pick, {{4096, 100 * t.predict_model(ar, pick, 4096)}});
   t.set_measured_profile(slow);
   CHECK(t.choose(ar, 4096) != pick);
+}
+
+TEST_CASE("a calibrating communicator times its own all-reduce algorithms and predicts them from the times") {
+  TempCache cache;
+  Config cfg;
+  cfg.transport = "local";
+  std::vector<std::vector<CandidateCost>> at64k(2);
+  test::run_local(
+      2, cfg,
+      [&](Communicator& c) {
+        at64k[static_cast<std::size_t>(c.rank())] = c.candidates(Collective::allreduce, 65536);
+        // Still a working communicator after timing its algorithms.
+        std::vector<float> v(1000, static_cast<float>(c.rank() + 1));
+        c.allreduce(View{v.data(), v.size(), DataType::f32}, ReduceOp::sum);
+        CHECK(v.front() == 3.0f);
+      },
+      /*calibrate=*/true);
+  const auto files = files_in(cache.dir());
+  REQUIRE(files.size() == 1);
+  LinkMatrix m = nominal(2);
+  ComputeParams compute;
+  TuningExtras ex;
+  REQUIRE(load_tuning(cache.dir() + "/" + files[0], m, compute, &ex));
+  const NativeCurve* ring = ex.measured.find(Collective::allreduce, "ring");
+  REQUIRE(ring);
+  double ring_at_64k = -1;
+  for (const auto& [bytes, us] : ring->points) {
+    CHECK(us > 0);
+    if (bytes == 65536) ring_at_64k = us;
+  }
+  REQUIRE(ring_at_64k > 0);
+  // Both ranks predict ring at a ladder size as exactly what was measured there.
+  for (const auto& cands : at64k) {
+    bool found = false;
+    for (const CandidateCost& cc : cands)
+      if (cc.algorithm == "ring") {
+        found = true;
+        CHECK(cc.predicted_us == doctest::Approx(ring_at_64k).epsilon(1e-6));
+      }
+    CHECK(found);
+  }
 }
