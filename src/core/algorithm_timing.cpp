@@ -19,8 +19,12 @@ namespace {
 // Powers of two, like the native ladder: the selector evaluates each size
 // bucket at 2^b. Beyond the last point the model's shape carries the ratio.
 constexpr std::size_t kLadder[] = {8, 4096, 65536, std::size_t{1} << 20};
-int warmup_for(std::size_t bytes) { return bytes >= (std::size_t{1} << 20) ? 1 : 2; }
-int iterations_for(std::size_t bytes) { return bytes >= (std::size_t{1} << 20) ? 3 : 7; }
+// Timed rounds per size: at least kMinRounds, then more while the size's
+// time stays within the budget on every rank (agreed before each round), at
+// most kMaxRounds. Warm-up rounds come first and are not counted.
+constexpr double kBudgetPerSizeUs = 20000;
+constexpr int kMinRounds = 3, kMaxRounds = 9;
+int warmup_for(double predicted_round_us) { return predicted_round_us > 2000 ? 1 : 2; }
 // An algorithm the model puts this many times behind the fastest is not timed
 // at that size (it will not be chosen there): creation stays short.
 constexpr double kHopeless = 4.0;
@@ -67,11 +71,22 @@ NativeProfile CommunicatorImpl::time_algorithms() {
       predicted[i] = selector_->predict_model(c, names[i], bytes);
       if (predicted[i] >= 0) best = std::min(best, predicted[i]);
     }
+    double round_us = 0;
     for (std::size_t i = 0; i < names.size(); ++i)
-      if (predicted[i] >= 0 && predicted[i] <= kHopeless * best) candidates.push_back(i);
-    const int warmup = warmup_for(bytes), iterations = iterations_for(bytes);
+      if (predicted[i] >= 0 && predicted[i] <= kHopeless * best) {
+        candidates.push_back(i);
+        round_us += predicted[i];
+      }
+    const int warmup = warmup_for(round_us);
+    int iterations = 0;
     std::vector<std::vector<double>> mine(names.size());
-    for (int k = 0; k < warmup + iterations; ++k) {
+    const auto size_began = calib::Clock::now();
+    for (int k = 0; k < warmup + kMaxRounds; ++k) {
+      // Every rank says whether its budget is spent; the sum is the same everywhere.
+      std::int32_t over = calib::micros(calib::Clock::now() - size_began) > kBudgetPerSizeUs ? 1 : 0;
+      wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
+      if (over > 0 && iterations >= kMinRounds) break;
+      if (k >= warmup) ++iterations;
       for (std::size_t& i : candidates) {
         if (i == names.size()) continue;  // refused at this size
         options.algorithm = names[i];
@@ -88,6 +103,10 @@ NativeProfile CommunicatorImpl::time_algorithms() {
         }
       }
     }
+    COMM_DEBUG("calibration: all-reduce of " << bytes << " B: " << candidates.size() << " algorithms x "
+                                            << warmup << " + " << iterations << " rounds in "
+                                            << calib::micros(calib::Clock::now() - size_began) / 1000
+                                            << " ms (predicted " << round_us / 1000 << " ms a round)");
     for (const std::size_t i : candidates) {
       if (i == names.size()) continue;
       points.push_back({i, bytes, times.size(), iterations});
