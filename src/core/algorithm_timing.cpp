@@ -26,8 +26,11 @@ constexpr double kBudgetPerSizeUs = 20000;
 constexpr int kMinRounds = 3, kMaxRounds = 9;
 int warmup_for(double predicted_round_us) { return predicted_round_us > 2000 ? 1 : 2; }
 // An algorithm the model puts this many times behind the fastest is not timed
-// at that size (it will not be chosen there): creation stays short.
+// at that size (it will not be chosen there): creation stays short. Where one
+// round of every candidate would exceed the size's budget, only those within
+// kHopelessWhenSlow of the fastest are timed.
 constexpr double kHopeless = 4.0;
+constexpr double kHopelessWhenSlow = 2.0;
 
 // One timed (algorithm, size): where its iterations sit in the times vector.
 struct Point {
@@ -72,11 +75,16 @@ NativeProfile CommunicatorImpl::time_algorithms() {
       if (predicted[i] >= 0) best = std::min(best, predicted[i]);
     }
     double round_us = 0;
-    for (std::size_t i = 0; i < names.size(); ++i)
-      if (predicted[i] >= 0 && predicted[i] <= kHopeless * best) {
-        candidates.push_back(i);
-        round_us += predicted[i];
-      }
+    for (const double limit : {kHopeless, kHopelessWhenSlow}) {
+      candidates.clear();
+      round_us = 0;
+      for (std::size_t i = 0; i < names.size(); ++i)
+        if (predicted[i] >= 0 && predicted[i] <= limit * best) {
+          candidates.push_back(i);
+          round_us += predicted[i];
+        }
+      if (round_us <= kBudgetPerSizeUs) break;
+    }
     const int warmup = warmup_for(round_us);
     int iterations = 0;
     std::vector<std::vector<double>> mine(names.size());
