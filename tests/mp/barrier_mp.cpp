@@ -10,6 +10,8 @@
 //
 // Exit status: 0 pass, 1 fail, 77 the transport is not available.
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <fcntl.h>
@@ -80,17 +82,7 @@ int main(int argc, char** argv) {
     }
   }
   const comm::Config cfg = comm::Config::from_env();
-  comm::Communicator c;
-  try {
-    c = comm::Communicator::create(cfg);
-  } catch (const comm::Error& e) {
-    if (e.code() == comm::ErrorCode::unknown_transport) {
-      std::printf("SKIPPED: transport '%s' is not available in this build: %s\n", cfg.transport.c_str(), e.what());
-      return 77;
-    }
-    std::printf("FAIL: cannot create the communicator: %s\n", e.what());
-    return 1;
-  }
+  comm::Communicator c = mptest::create_or_exit(cfg);
   const int n = c.size(), r = c.rank();
   if (n > kMaxRanks) {
     std::printf("FAIL: at most %d ranks\n", kMaxRanks);

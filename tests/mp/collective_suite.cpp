@@ -17,6 +17,8 @@
 
 #include "suite_values.hpp"
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <signal.h>
@@ -563,17 +565,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const Options o = parse(argc, argv);
   comm::Config cfg = comm::Config::from_env();
-  comm::Communicator c;
-  try {
-    c = comm::Communicator::create(cfg);
-  } catch (const comm::Error& e) {
-    if (e.code() == comm::ErrorCode::unknown_transport) {
-      std::printf("SKIPPED: transport '%s' is not available in this build: %s\n", cfg.transport.c_str(), e.what());
-      return 77;
-    }
-    std::printf("FAIL: cannot create the communicator: %s\n", e.what());
-    return 1;
-  }
+  comm::Communicator c = mptest::create_or_exit(cfg);
   if (c.rank() == 0)
     std::printf("comm-mp-suite: %d ranks over '%s'%s\n", c.size(), std::string(c.transport_name()).c_str(),
                 o.quick ? " (quick)" : "");

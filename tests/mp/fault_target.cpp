@@ -19,6 +19,8 @@
 // within S seconds. The victim, if it is not killed, behaves like the others.
 // Exit 77 when the transport is not built.
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <signal.h>
@@ -96,10 +98,7 @@ int main(int argc, char** argv) {
   try {
     c = comm::Communicator::create(cfg);
   } catch (const comm::Error& e) {
-    if (e.code() == comm::ErrorCode::unknown_transport) {
-      std::printf("SKIPPED: %s\n", e.what());
-      return 77;
-    }
+    mptest::exit_if_not_built(cfg, e);
     return report(cfg.rank, "create", t_create, e, o.victim);
   }
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));

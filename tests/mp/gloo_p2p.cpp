@@ -8,15 +8,15 @@
 //                                           closes the transport, which then fails fast
 //
 // Exit status: 0 pass, 1 fail, 77 skipped (no Gloo in this build).
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -25,44 +25,15 @@ using Clock = std::chrono::steady_clock;
 using comm::Completion;
 using comm::ErrorCode;
 using comm::Transport;
+using mptest::fail;
+using mptest::pattern;
+using mptest::state;
 using namespace std::chrono_literals;
-
-int g_rank = -1;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "rank %d: FAIL: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
-#define CHECK(cond, msg)                                        \
-  do {                                                          \
-    if (!(cond)) fail(std::string(#cond " -- ") + (msg));       \
-  } while (0)
-
-std::string state(const Completion& c) {
-  switch (c.state.load()) {
-    case Completion::pending: return "pending";
-    case Completion::done: return "done (" + std::to_string(c.bytes) + " B)";
-    default: return "failed: " + std::string(comm::to_string(c.code)) + ": " + c.message;
-  }
-}
 
 // Drives `t` until none of `cs` is pending; fails the test after `limit`.
 void drive(Transport& t, std::initializer_list<Completion*> cs, std::chrono::milliseconds limit = 20s) {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    bool pending = false;
-    for (auto* c : cs) pending = pending || c->is_pending();
-    if (!pending) return;
-    if (t.progress()) continue;
-    if (Clock::now() >= deadline) fail("operations still pending after " + std::to_string(limit.count()) + " ms");
-    t.wait(std::min(deadline, Clock::now() + 100ms));
-  }
-}
-
-unsigned char pattern(int from, int to, std::size_t i) {
-  return static_cast<unsigned char>(from * 31 + to * 7 + i * 13 + (i >> 9));
+  if (!mptest::drive_for(t, cs, limit))
+    fail("operations still pending after " + std::to_string(limit.count()) + " ms");
 }
 
 void check_links(Transport& t) {
@@ -71,12 +42,12 @@ void check_links(Transport& t) {
     std::printf("rank %d -> %d: %s alpha=%.1fus beta=%.1fGB/s \"%s\"\n", t.rank(), p,
                 std::string(comm::to_string(l.kind)).c_str(), l.alpha_us, l.beta_gbps, l.detail.c_str());
     if (p == t.rank()) {
-      CHECK(l.kind == comm::LinkKind::self, l.detail);
+      COMM_MP_CHECK(l.kind == comm::LinkKind::self, l.detail);
     } else {
-      CHECK(l.kind == comm::LinkKind::tcp, l.detail);
+      COMM_MP_CHECK(l.kind == comm::LinkKind::tcp, l.detail);
       // commrun starts every rank on this host: loopback, never another address.
-      CHECK(l.detail == "gloo tcp 127.0.0.1 (same host)", l.detail);
-      CHECK(l.alpha_us > 10 && l.beta_gbps > 0.5, l.detail);
+      COMM_MP_CHECK(l.detail == "gloo tcp 127.0.0.1 (same host)", l.detail);
+      COMM_MP_CHECK(l.alpha_us > 10 && l.beta_gbps > 0.5, l.detail);
     }
   }
 }
@@ -92,7 +63,7 @@ void check_exchange(Transport& t) {
     for (int p = 0; p < n; ++p) {
       out[p].resize(s);
       for (std::size_t i = 0; i < s; ++i) out[p][i] = pattern(me, p, i);
-      in[p].assign(s + 16, 0xEE);
+      in[p].assign(s + mptest::kGuardBytes, mptest::kGuard);
       // Post half the receives after the sends, to cover both matching orders.
       if ((me + p) % 2 == 0) t.irecv(p, tag, in[p].data(), s, rc[p]);
     }
@@ -101,71 +72,38 @@ void check_exchange(Transport& t) {
       if ((me + p) % 2 != 0) t.irecv(p, tag, in[p].data(), s, rc[p]);
     for (int p = 0; p < n; ++p) {
       drive(t, {&sc[p], &rc[p]});
-      CHECK(sc[p].state == Completion::done && sc[p].bytes == s, state(sc[p]));
-      CHECK(rc[p].state == Completion::done && rc[p].bytes == s,
+      COMM_MP_CHECK(sc[p].state == Completion::done && sc[p].bytes == s, state(sc[p]));
+      COMM_MP_CHECK(rc[p].state == Completion::done && rc[p].bytes == s,
             "recv of " + std::to_string(s) + " B from " + std::to_string(p) + ": " + state(rc[p]));
-      for (std::size_t i = 0; i < s; ++i)
-        if (in[p][i] != pattern(p, me, i))
-          fail("byte " + std::to_string(i) + " of " + std::to_string(s) + " B from rank " + std::to_string(p));
-      for (std::size_t i = s; i < s + 16; ++i)
-        if (in[p][i] != 0xEE) fail("receive wrote past its " + std::to_string(s) + " B");
+      mptest::expect_pattern(in[p], s, p, me, std::to_string(s) + " B from rank " + std::to_string(p));
     }
   }
 }
 
 void check_order_and_usage(Transport& t) {
   const int me = t.rank(), n = t.size();
-  const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  constexpr int kMsgs = 16;
-  std::uint64_t out[kMsgs], in[kMsgs];
-  Completion sc[kMsgs], rc[kMsgs];
-  for (int i = 0; i < kMsgs; ++i) {
-    out[i] = static_cast<std::uint64_t>(me) * 1000 + i;
-    t.irecv(prev, 7, &in[i], sizeof in[i], rc[i]);
-  }
-  for (int i = 0; i < kMsgs; ++i) t.isend(next, 7, &out[i], sizeof out[i], sc[i]);
-  for (int i = 0; i < kMsgs; ++i) {
-    drive(t, {&sc[i], &rc[i]});
-    CHECK(rc[i].state == Completion::done, state(rc[i]));
-    CHECK(in[i] == static_cast<std::uint64_t>(prev) * 1000 + i,
-          "message " + std::to_string(i) + " out of order: " + std::to_string(in[i]));
-  }
-  // The highest 48-bit tag works; one above it and a bad peer are usage errors.
+  const int next = (me + 1) % n;
+  mptest::expect_tag_order(t, 7);
+  // One above the highest 48-bit tag and a bad peer are usage errors.
   const std::uint64_t big_tag = (std::uint64_t{1} << comm::kTagBits) - 1;
   std::uint64_t a = 0xA, b = 0;
-  Completion s1, r1;
-  t.irecv(prev, big_tag, &b, sizeof b, r1);
-  t.isend(next, big_tag, &a, sizeof a, s1);
-  drive(t, {&s1, &r1});
-  CHECK(r1.state == Completion::done && b == 0xA, state(r1));
-  auto usage_error = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (const comm::Error& e) {
-      return e.code() == ErrorCode::invalid_argument;
-    }
-    return false;
-  };
   Completion unused;
-  CHECK(usage_error([&] { t.isend(next, big_tag + 1, &a, sizeof a, unused); }), "a 49-bit tag was accepted");
-  CHECK(usage_error([&] { t.irecv(n, 1, &b, sizeof b, unused); }), "peer == size was accepted");
+  COMM_MP_CHECK(mptest::rejects([&] { t.isend(next, big_tag + 1, &a, sizeof a, unused); }),
+                "a 49-bit tag was accepted");
+  COMM_MP_CHECK(mptest::rejects([&] { t.irecv(n, 1, &b, sizeof b, unused); }), "peer == size was accepted");
 
   // A message to self that is too long fails both sides with mismatch.
   std::vector<char> big(64, 'x'), small(16);
   Completion ss, sr;
   t.irecv(me, 9, small.data(), small.size(), sr);
   t.isend(me, 9, big.data(), big.size(), ss);
-  CHECK(sr.state == Completion::failed && sr.code == ErrorCode::mismatch, state(sr));
+  COMM_MP_CHECK(sr.state == Completion::failed && sr.code == ErrorCode::mismatch, state(sr));
 
   // interrupt() wakes wait() long before its deadline, even if it came first.
-  const auto start = Clock::now();
-  t.interrupt();
-  t.wait(start + 5s);
-  CHECK(Clock::now() - start < 1s, "interrupt() did not wake wait()");
-  const auto w0 = Clock::now();
-  t.wait(w0 + 50ms);
-  CHECK(Clock::now() - w0 < 1s, "wait() overslept its deadline");
-  CHECK(Clock::now() - w0 >= 45ms, "wait() returned early with nothing to report");
+  const mptest::WaitTimes w = mptest::time_waits(t);
+  COMM_MP_CHECK(w.interrupted < 1s, "interrupt() did not wake wait()");
+  COMM_MP_CHECK(w.idle < 1s, "wait() overslept its deadline");
+  COMM_MP_CHECK(w.idle >= 45ms, "wait() returned early with nothing to report");
 }
 
 void pingpong(Transport& t, int iters) {
@@ -183,7 +121,7 @@ void pingpong(Transport& t, int iters) {
       t.isend(peer, 3, &out, sizeof out, s);
     }
     drive(t, {&s, &r});
-    CHECK(r.state == Completion::done && s.state == Completion::done, state(r) + " / " + state(s));
+    COMM_MP_CHECK(r.state == Completion::done && s.state == Completion::done, state(r) + " / " + state(s));
   };
   for (int i = 0; i < 50; ++i) round();
   std::vector<double> us;
@@ -216,21 +154,21 @@ void mismatch(Transport& t) {
     t.progress();
     t.wait(until);
   }
-  CHECK(c.is_pending(), "a " + std::to_string(bytes) + " B operation matched one of another size: " + state(c));
+  COMM_MP_CHECK(c.is_pending(), "a " + std::to_string(bytes) + " B operation matched one of another size: " + state(c));
   if (t.rank() == 1) {
     // Cancelling a posted Gloo operation closes the connections: the transport
     // must fail fast afterwards and the peer must see its send fail.
     t.cancel(c);
-    CHECK(c.state == Completion::failed && c.code == ErrorCode::aborted, state(c));
+    COMM_MP_CHECK(c.state == Completion::failed && c.code == ErrorCode::aborted, state(c));
     Completion after;
     const auto t0 = Clock::now();
     t.isend(0, 43, buf.data(), 8, after);
-    CHECK(after.state == Completion::failed && after.code == ErrorCode::transport_failure, state(after));
-    CHECK(Clock::now() - t0 < 100ms, "a call on a failed transport did not fail fast");
+    COMM_MP_CHECK(after.state == Completion::failed && after.code == ErrorCode::transport_failure, state(after));
+    COMM_MP_CHECK(Clock::now() - t0 < 100ms, "a call on a failed transport did not fail fast");
     std::printf("rank 1: after cancel: %s\n", after.message.c_str());
   } else {
     drive(t, {&c}, 10s);
-    CHECK(c.state == Completion::failed && c.code == ErrorCode::peer_failed, state(c));
+    COMM_MP_CHECK(c.state == Completion::failed && c.code == ErrorCode::peer_failed, state(c));
     std::printf("rank 0: send after peer closed: %s\n", c.message.c_str());
   }
 }
@@ -239,19 +177,12 @@ void mismatch(Transport& t) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
-  const auto available = comm::available_transports();
-  if (std::find(available.begin(), available.end(), "gloo") == available.end()) {
-    std::printf("SKIPPED: %s\n", comm::transport_unavailable_reason("gloo").c_str());
-    return 77;
-  }
+  mptest::require_transport("gloo");
   try {
     comm::Config cfg = comm::Config::from_env();
-    g_rank = cfg.rank;
-    comm::TransportInit init;
-    init.rank = cfg.rank;
-    init.size = cfg.world_size;
-    init.store = comm::make_prefix_store(comm::make_store(cfg), "gloo-p2p/");
-    init.config = &cfg;
+    mptest::g_rank = cfg.rank;
+    const comm::TransportInit init =
+        mptest::transport_init(cfg, comm::make_prefix_store(comm::make_store(cfg), "gloo-p2p/"));
     auto t = comm::create_transport("gloo", init);
     if (mode == "check") {
       check_links(*t);
@@ -267,22 +198,15 @@ int main(int argc, char** argv) {
     }
     // Keep the connections up until every rank is done with them, and rank 0
     // (which hosts the store) up until every other rank has stopped using it.
-    auto count_to = [&](const char* key, std::int64_t target) {
-      const auto deadline = Clock::now() + 30s;
-      while (init.store->add(key, 0) < target) {
-        if (Clock::now() > deadline) fail(std::string("ranks did not reach '") + key + "' in 30 s");
-        std::this_thread::sleep_for(5ms);
-      }
-    };
     init.store->add("done", 1);
-    count_to("done", cfg.world_size);
+    mptest::wait_for_count(*init.store, "done", cfg.world_size);
     if (cfg.rank != 0)
       init.store->add("left", 1);
     else
-      count_to("left", cfg.world_size - 1);
+      mptest::wait_for_count(*init.store, "left", cfg.world_size - 1);
   } catch (const comm::Error& e) {
     fail(std::string("comm::Error(") + std::string(comm::to_string(e.code())) + "): " + e.what());
   }
-  std::printf("rank %d: PASS %s\n", g_rank, mode.c_str());
+  std::printf("rank %d: PASS %s\n", mptest::g_rank, mode.c_str());
   return 0;
 }

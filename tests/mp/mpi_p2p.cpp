@@ -14,6 +14,8 @@
 // cancel marks the job failed, so it ends with MPI_Abort by design (see
 // transports/mpi/README.md).
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <chrono>
@@ -29,40 +31,15 @@ using comm::Completion;
 using comm::ErrorCode;
 using comm::Transport;
 
-int g_rank = -1;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("rank %d: FAIL: %s\n", g_rank, what.c_str());
-  std::fflush(stdout);
-  std::_Exit(1);
-}
+using mptest::fail;
+using mptest::state;
 
 void expect(bool ok, const std::string& what) {
   if (!ok) fail(what);
 }
 
-std::string state(const Completion& c) {
-  switch (c.state.load()) {
-    case Completion::pending: return "pending";
-    case Completion::done: return "done (" + std::to_string(c.bytes) + " B)";
-    default: return "failed: " + std::string(comm::to_string(c.code)) + ": " + c.message;
-  }
-}
-
 void drive(Transport& t, const std::vector<Completion*>& cs) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    bool pending = false;
-    for (auto* c : cs) pending = pending || c->is_pending();
-    if (!pending) return;
-    if (t.progress()) continue;
-    if (Clock::now() >= deadline) fail("timed out driving the transport");
-    t.wait(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-  }
-}
-
-unsigned char pattern(int from, int to, std::size_t i) {
-  return static_cast<unsigned char>(from * 31 + to * 7 + i * 13 + (i >> 9));
+  if (!mptest::drive_for(t, cs, std::chrono::seconds(30))) fail("timed out driving the transport");
 }
 
 // A barrier through the store (rank 0 hosts it), while progressing the transport.
@@ -87,7 +64,7 @@ void exchange(Transport& t, bool receive_late, comm::Store& store) {
     std::vector<Completion*> all;
     auto post_receives = [&] {
       for (int p = 0; p < n; ++p) {
-        in[p].assign(s + 16, 0xEE);
+        in[p].assign(s + mptest::kGuardBytes, mptest::kGuard);
         t.irecv(p, 1000 + s, in[p].data(), s, rc[p]);
         all.push_back(&rc[p]);
       }
@@ -95,7 +72,7 @@ void exchange(Transport& t, bool receive_late, comm::Store& store) {
     if (!receive_late) post_receives();
     for (int p = 0; p < n; ++p) {
       out[p].resize(s);
-      for (std::size_t i = 0; i < s; ++i) out[p][i] = pattern(me, p, i);
+      for (std::size_t i = 0; i < s; ++i) out[p][i] = mptest::pattern(me, p, i);
       t.isend(p, 1000 + s, out[p].data(), s, sc[p]);
       all.push_back(&sc[p]);
     }
@@ -109,33 +86,15 @@ void exchange(Transport& t, bool receive_late, comm::Store& store) {
                                (receive_late ? " (received late)" : "");
       expect(sc[p].state == Completion::done, "send of " + what + ": " + state(sc[p]));
       expect(rc[p].state == Completion::done && rc[p].bytes == s, "recv of " + what + ": " + state(rc[p]));
-      for (std::size_t i = 0; i < s; ++i)
-        if (in[p][i] != pattern(p, me, i)) fail("byte " + std::to_string(i) + " of " + what + " is wrong");
-      for (std::size_t i = s; i < s + 16; ++i)
-        if (in[p][i] != 0xEE) fail("the receive of " + what + " wrote past its end");
+      mptest::expect_pattern(in[p], s, p, me, what);
     }
   }
 }
 
 void order_and_tags(Transport& t) {
   const int me = t.rank(), n = t.size(), next = (me + 1) % n, prev = (me + n - 1) % n;
-  constexpr int kMsgs = 16;
-  std::uint64_t out[kMsgs], in[kMsgs];
-  Completion sc[kMsgs], rc[kMsgs];
+  mptest::expect_tag_order(t, 7);
   std::vector<Completion*> all;
-  for (int i = 0; i < kMsgs; ++i) {
-    out[i] = static_cast<std::uint64_t>(me) * 1000 + i;
-    t.irecv(prev, 7, &in[i], sizeof in[i], rc[i]);
-    all.push_back(&rc[i]);
-  }
-  for (int i = 0; i < kMsgs; ++i) {
-    t.isend(next, 7, &out[i], sizeof out[i], sc[i]);
-    all.push_back(&sc[i]);
-  }
-  drive(t, all);
-  for (int i = 0; i < kMsgs; ++i)
-    expect(in[i] == static_cast<std::uint64_t>(prev) * 1000 + i, "message " + std::to_string(i) + " of tag 7 is " +
-                                                                      std::to_string(in[i]) + ": out of order");
   // Four tags equal modulo 2^31 (and so modulo any MPI_TAG_UB + 1 that is a
   // power of two), sent in one order, received in the reverse; one is large.
   const std::uint64_t base = 0x1234;
@@ -143,7 +102,6 @@ void order_and_tags(Transport& t) {
                                 base | (std::uint64_t{1} << 47)};
   std::vector<std::vector<std::uint32_t>> send(4), recv(4);
   Completion ts[4], tr[4];
-  all.clear();
   for (int k = 3; k >= 0; --k) {
     recv[k].assign(k == 2 ? 5000 : 3, 0);
     t.irecv(prev, tags[k], recv[k].data(), recv[k].size() * 4, tr[k]);
@@ -181,17 +139,9 @@ void truncation(Transport& t) {
 void usage_errors(Transport& t) {
   std::uint64_t x = 0;
   Completion c;
-  auto rejects = [&](auto&& call) {
-    try {
-      call();
-    } catch (const comm::Error& e) {
-      return e.code() == ErrorCode::invalid_argument;
-    }
-    return false;
-  };
-  expect(rejects([&] { t.isend(0, std::uint64_t{1} << comm::kTagBits, &x, 8, c); }), "a 49-bit tag was accepted");
-  expect(rejects([&] { t.irecv(t.size(), 1, &x, 8, c); }), "peer == size was accepted");
-  expect(rejects([&] { t.isend(0, 1, nullptr, 8, c); }), "a null buffer was accepted");
+  expect(mptest::rejects([&] { t.isend(0, std::uint64_t{1} << comm::kTagBits, &x, 8, c); }), "a 49-bit tag was accepted");
+  expect(mptest::rejects([&] { t.irecv(t.size(), 1, &x, 8, c); }), "peer == size was accepted");
+  expect(mptest::rejects([&] { t.isend(0, 1, nullptr, 8, c); }), "a null buffer was accepted");
 }
 
 void links(Transport& t) {
@@ -205,13 +155,9 @@ void links(Transport& t) {
 }
 
 void wait_and_cancel(Transport& t) {
-  const auto start = Clock::now();
-  t.interrupt();
-  t.wait(start + std::chrono::seconds(5));
-  expect(Clock::now() - start < std::chrono::seconds(2), "interrupt() did not wake wait()");
-  const auto w0 = Clock::now();
-  t.wait(w0 + std::chrono::milliseconds(50));
-  expect(Clock::now() - w0 < std::chrono::seconds(2), "wait() overslept its deadline");
+  const mptest::WaitTimes w = mptest::time_waits(t);
+  expect(w.interrupted < std::chrono::seconds(2), "interrupt() did not wake wait()");
+  expect(w.idle < std::chrono::seconds(2), "wait() overslept its deadline");
   std::uint64_t never = 0;
   Completion r;
   t.irecv((t.rank() + 1) % t.size(), 11, &never, sizeof never, r);
@@ -226,17 +172,13 @@ void wait_and_cancel(Transport& t) {
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   comm::Config cfg = comm::Config::from_env();
-  g_rank = cfg.rank;
+  mptest::g_rank = cfg.rank;
   cfg.transport = "mpi";
   cfg.store = "mpi";
   cfg.transport_options["mpi.max_part_bytes"] = "1M";
   try {
     auto store = comm::make_store(cfg);
-    comm::TransportInit init;
-    init.rank = cfg.rank;
-    init.size = cfg.world_size;
-    init.store = comm::make_prefix_store(store, "p2p/");
-    init.config = &cfg;
+    const comm::TransportInit init = mptest::transport_init(cfg, comm::make_prefix_store(store, "p2p/"));
     auto t = comm::create_transport("mpi", init);
     links(*t);
     exchange(*t, false, *store);

@@ -16,6 +16,8 @@
 //   comm-shm-auto            (under commrun, no --transport)
 // Exit status: 0 pass, 1 fail, 77 shm is not available in this build.
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <cstdio>
@@ -76,17 +78,9 @@ int main() {
   ::unsetenv("COMM_ALGO");
   ::unsetenv("COMM_AUTO_INTRA");
   ::unsetenv("COMM_AUTO_INTER");
-  if (!comm::transport_unavailable_reason("shm").empty()) {
-    std::printf("comm-shm-auto: skipped: %s\n", comm::transport_unavailable_reason("shm").c_str());
-    return 77;
-  }
-  comm::Communicator c;
-  try {
-    c = comm::Communicator::create(comm::Config::from_env());
-  } catch (const comm::Error& e) {
-    std::fprintf(stderr, "comm-shm-auto: %s\n", e.what());
-    return 1;
-  }
+  mptest::require_transport("shm");
+  const comm::Config cfg = comm::Config::from_env();
+  comm::Communicator c = mptest::create_or_exit(cfg);
   try {
     return check(c);
   } catch (const comm::Error& e) {

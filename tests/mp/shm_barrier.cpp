@@ -8,6 +8,8 @@
 //   comm-shm-barrier [--algo NAME] [--rounds N]
 // Exit status: 0 pass, 1 fail, 77 the transport is not available.
 
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <cstdio>
@@ -39,13 +41,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  comm::Communicator c;
-  try {
-    c = comm::Communicator::create(comm::Config::from_env());
-  } catch (const comm::Error& e) {
-    std::fprintf(stderr, "comm-shm-barrier: %s\n", e.what());
-    return e.code() == comm::ErrorCode::unknown_transport ? 77 : 1;
-  }
+  comm::Communicator c = mptest::create_or_exit(comm::Config::from_env());
   const int n = c.size(), r = c.rank();
   comm::CallOptions o;
   o.algorithm = algo;

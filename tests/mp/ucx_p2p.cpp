@@ -9,6 +9,8 @@
 //   comm-ucx-p2p cancel-send           rank 0 cancels a send rank 1 has not matched
 //
 // Exit status: 0 pass, 1 fail, 2 bad usage, 77 skipped (no UCX in this build).
+#include "mp_test_util.hpp"
+
 #include <comm/comm.hpp>
 
 #include <signal.h>
@@ -39,42 +41,15 @@ struct Options {
   std::string expect_lane;  // alternatives separated by '|'
 };
 
-[[noreturn]] void fail(int rank, const std::string& what) {
-  std::fprintf(stderr, "rank %d: FAIL: %s\n", rank, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
-#define CHECK(cond, msg)                                                            \
-  do {                                                                              \
-    if (!(cond)) fail(t.rank(), std::string(#cond " -- ") + (msg));                 \
-  } while (0)
+using mptest::fail;
+using mptest::pattern;
+using mptest::state;
 
 // Drives `t` until every completion in `cs` left pending, or throws timeout.
 // `spin` chooses between polling and the transport's blocking wait.
 void drive(Transport& t, std::initializer_list<Completion*> cs, bool spin = false,
            std::chrono::milliseconds timeout = std::chrono::milliseconds(20'000)) {
-  const auto deadline = Clock::now() + timeout;
-  for (;;) {
-    bool pending = false;
-    for (auto* c : cs) pending = pending || c->is_pending();
-    if (!pending) return;
-    if (t.progress()) continue;
-    if (Clock::now() >= deadline) throw comm::Error(ErrorCode::timeout, "drive: timed out");
-    if (!spin) t.wait(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-  }
-}
-
-std::string state(const Completion& c) {
-  switch (c.state.load()) {
-    case Completion::pending: return "pending";
-    case Completion::done: return "done (" + std::to_string(c.bytes) + " B)";
-    default: return "failed: " + std::string(comm::to_string(c.code)) + ": " + c.message;
-  }
-}
-
-unsigned char pattern(int from, int to, std::size_t i) {
-  return static_cast<unsigned char>(from * 31 + to * 7 + i * 13 + (i >> 9));
+  if (!mptest::drive_for(t, cs, timeout, spin)) throw comm::Error(ErrorCode::timeout, "drive: timed out");
 }
 
 // Every rank sends to every other rank the same size list; receivers check content.
@@ -87,21 +62,16 @@ void check_exchange(Transport& t) {
     for (int p = 0; p < n; ++p) {
       out[p].resize(s);
       for (std::size_t i = 0; i < s; ++i) out[p][i] = pattern(me, p, i);
-      in[p].assign(s + 16, 0xEE);  // room to spot an overrun
+      in[p].assign(s + mptest::kGuardBytes, mptest::kGuard);  // room to spot an overrun
       t.irecv(p, 1000 + s % 4096, in[p].data(), s, rc[p]);
     }
     for (int p = 0; p < n; ++p) t.isend(p, 1000 + s % 4096, out[p].data(), s, sc[p]);
     for (int p = 0; p < n; ++p) {
       drive(t, {&sc[p], &rc[p]});
-      CHECK(sc[p].state == Completion::done, "send of " + std::to_string(s) + " B: " + state(sc[p]));
-      CHECK(rc[p].state == Completion::done && rc[p].bytes == s,
+      COMM_MP_CHECK(sc[p].state == Completion::done, "send of " + std::to_string(s) + " B: " + state(sc[p]));
+      COMM_MP_CHECK(rc[p].state == Completion::done && rc[p].bytes == s,
             "recv of " + std::to_string(s) + " B from " + std::to_string(p) + ": " + state(rc[p]));
-      for (std::size_t i = 0; i < s; ++i)
-        if (in[p][i] != pattern(p, me, i))
-          fail(me, "byte " + std::to_string(i) + " of " + std::to_string(s) + " B from rank " +
-                       std::to_string(p) + " is wrong");
-      for (std::size_t i = s; i < s + 16; ++i)
-        if (in[p][i] != 0xEE) fail(me, "receive wrote past its " + std::to_string(s) + " B");
+      mptest::expect_pattern(in[p], s, p, me, std::to_string(s) + " B from rank " + std::to_string(p));
     }
   }
 }
@@ -109,44 +79,15 @@ void check_exchange(Transport& t) {
 void check_order_and_errors(Transport& t) {
   const int me = t.rank(), n = t.size();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  // Same tag, 16 messages: they must match in posting order.
-  constexpr int kMsgs = 16;
-  std::uint64_t out[kMsgs], in[kMsgs];
-  Completion sc[kMsgs], rc[kMsgs];
-  for (int i = 0; i < kMsgs; ++i) {
-    out[i] = static_cast<std::uint64_t>(me) * 1000 + i;
-    t.irecv(prev, 7, &in[i], sizeof in[i], rc[i]);
-  }
-  for (int i = 0; i < kMsgs; ++i) t.isend(next, 7, &out[i], sizeof out[i], sc[i]);
-  for (int i = 0; i < kMsgs; ++i) {
-    drive(t, {&sc[i], &rc[i]});
-    CHECK(rc[i].state == Completion::done, state(rc[i]));
-    CHECK(in[i] == static_cast<std::uint64_t>(prev) * 1000 + i,
-          "message " + std::to_string(i) + " out of order: " + std::to_string(in[i]));
-  }
-  // Tags are matched exactly, including the top user bit.
+  // Same tag, 16 messages: they must match in posting order; tags are matched
+  // exactly, including the top user bit.
+  mptest::expect_tag_order(t, 7);
   const std::uint64_t big_tag = (std::uint64_t{1} << comm::kTagBits) - 1;
   std::uint64_t a = 0xA, b = 0;
   Completion s1, r1;
-  t.irecv(prev, big_tag, &b, sizeof b, r1);
-  t.isend(next, big_tag, &a, sizeof a, s1);
-  drive(t, {&s1, &r1});
-  CHECK(r1.state == Completion::done && b == 0xA, state(r1));
   // A tag above 48 bits and a peer out of range are usage errors.
-  bool threw = false;
-  try {
-    t.isend(next, big_tag + 1, &a, sizeof a, s1);
-  } catch (const comm::Error& e) {
-    threw = e.code() == ErrorCode::invalid_argument;
-  }
-  CHECK(threw, "a 49-bit tag was accepted");
-  threw = false;
-  try {
-    t.irecv(n, 1, &b, sizeof b, r1);
-  } catch (const comm::Error& e) {
-    threw = e.code() == ErrorCode::invalid_argument;
-  }
-  CHECK(threw, "peer == size was accepted");
+  COMM_MP_CHECK(mptest::rejects([&] { t.isend(next, big_tag + 1, &a, sizeof a, s1); }), "a 49-bit tag was accepted");
+  COMM_MP_CHECK(mptest::rejects([&] { t.irecv(n, 1, &b, sizeof b, r1); }), "peer == size was accepted");
 
   // Truncation: 4096 B into a 1000 B receive -> mismatch naming both sizes.
   std::vector<char> big(4096, 'x'), small(1000);
@@ -154,8 +95,8 @@ void check_order_and_errors(Transport& t) {
   t.irecv(prev, 9, small.data(), small.size(), rt);
   t.isend(next, 9, big.data(), big.size(), st);
   drive(t, {&st, &rt});
-  CHECK(rt.state == Completion::failed && rt.code == ErrorCode::mismatch, state(rt));
-  CHECK(rt.message.find("1000 B") != std::string::npos, rt.message);
+  COMM_MP_CHECK(rt.state == Completion::failed && rt.code == ErrorCode::mismatch, state(rt));
+  COMM_MP_CHECK(rt.message.find("1000 B") != std::string::npos, rt.message);
   std::printf("rank %d: truncation reported as: %s\n", me, rt.message.c_str());
   // Same for a rendezvous-sized message, and the send side must not hang.
   std::vector<char> huge(1 << 20, 'y'), half(1 << 19);
@@ -163,7 +104,7 @@ void check_order_and_errors(Transport& t) {
   t.irecv(prev, 10, half.data(), half.size(), rh);
   t.isend(next, 10, huge.data(), huge.size(), sh);
   drive(t, {&rh});
-  CHECK(rh.state == Completion::failed && rh.code == ErrorCode::mismatch, state(rh));
+  COMM_MP_CHECK(rh.state == Completion::failed && rh.code == ErrorCode::mismatch, state(rh));
   drive(t, {&sh});
 
   // Cancel an unmatched receive: it ends failed (aborted), and is never touched again.
@@ -171,25 +112,24 @@ void check_order_and_errors(Transport& t) {
   Completion rc_cancel;
   t.irecv(prev, 11, &never, sizeof never, rc_cancel);
   t.progress();
-  CHECK(rc_cancel.is_pending(), state(rc_cancel));
+  COMM_MP_CHECK(rc_cancel.is_pending(), state(rc_cancel));
   t.cancel(rc_cancel);
-  CHECK(rc_cancel.state == Completion::failed && rc_cancel.code == ErrorCode::aborted,
+  COMM_MP_CHECK(rc_cancel.state == Completion::failed && rc_cancel.code == ErrorCode::aborted,
         state(rc_cancel));
   // cancel of a finished op is a no-op
-  t.cancel(sc[0]);
-  CHECK(sc[0].state == Completion::done, state(sc[0]));
+  std::uint64_t one = 1, got = 0;
+  Completion fs, fr;
+  t.irecv(prev, 12, &got, sizeof got, fr);
+  t.isend(next, 12, &one, sizeof one, fs);
+  drive(t, {&fs, &fr});
+  t.cancel(fs);
+  COMM_MP_CHECK(fs.state == Completion::done, state(fs));
 
-  // interrupt() wakes wait() well before its deadline.
-  const auto start = Clock::now();
-  t.interrupt();
-  t.wait(start + std::chrono::seconds(5));
-  CHECK(Clock::now() - start < std::chrono::seconds(2), "interrupt() did not wake wait()");
-  // wait() honours its deadline when nothing happens.
-  while (t.progress()) {
-  }
-  const auto w0 = Clock::now();
-  t.wait(w0 + std::chrono::milliseconds(50));
-  CHECK(Clock::now() - w0 < std::chrono::seconds(2), "wait() overslept its deadline");
+  // interrupt() wakes wait() well before its deadline; wait() honours its
+  // deadline when nothing happens.
+  const mptest::WaitTimes w = mptest::time_waits(t);
+  COMM_MP_CHECK(w.interrupted < std::chrono::seconds(2), "interrupt() did not wake wait()");
+  COMM_MP_CHECK(w.idle < std::chrono::seconds(2), "wait() overslept its deadline");
 }
 
 void check_links(Transport& t, const Options& o) {
@@ -199,11 +139,11 @@ void check_links(Transport& t, const Options& o) {
                 std::string(comm::to_string(l.kind)).c_str(), l.alpha_us, l.beta_gbps,
                 l.detail.c_str());
     if (p == t.rank()) {
-      CHECK(l.kind == comm::LinkKind::self, "self link is " + std::string(comm::to_string(l.kind)));
+      COMM_MP_CHECK(l.kind == comm::LinkKind::self, "self link is " + std::string(comm::to_string(l.kind)));
       continue;
     }
     if (!o.expect_kind.empty())
-      CHECK(comm::to_string(l.kind) == o.expect_kind, "expected " + o.expect_kind);
+      COMM_MP_CHECK(comm::to_string(l.kind) == o.expect_kind, "expected " + o.expect_kind);
     if (!o.expect_lane.empty()) {
       bool found = false;
       for (std::size_t pos = 0; pos <= o.expect_lane.size();) {
@@ -211,7 +151,7 @@ void check_links(Transport& t, const Options& o) {
         found = found || l.detail.find(o.expect_lane.substr(pos, bar - pos)) != std::string::npos;
         pos = bar + 1;
       }
-      CHECK(found, "expected a lane named " + o.expect_lane);
+      COMM_MP_CHECK(found, "expected a lane named " + o.expect_lane);
     }
   }
 }
@@ -227,22 +167,22 @@ void run_cancel_send(Transport& t, comm::Store& store) {
     Completion s;
     t.isend(1, 77, big.data(), big.size(), s);
     for (int i = 0; i < 100; ++i) t.progress();
-    CHECK(s.is_pending(), "a 4 MiB send completed without a receiver: " + state(s));
+    COMM_MP_CHECK(s.is_pending(), "a 4 MiB send completed without a receiver: " + state(s));
     const auto start = Clock::now();
     t.cancel(s);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    CHECK(s.state == Completion::failed && s.code == ErrorCode::aborted, state(s));
-    CHECK(ms < 3000, "cancel() took " + std::to_string(ms) + " ms");
+    COMM_MP_CHECK(s.state == Completion::failed && s.code == ErrorCode::aborted, state(s));
+    COMM_MP_CHECK(ms < 3000, "cancel() took " + std::to_string(ms) + " ms");
     std::printf("rank 0: cancel of an unmatched 4 MiB send took %.1f ms: %s\n", ms, s.message.c_str());
     Completion later;
     t.isend(1, 78, big.data(), 8, later);
-    CHECK(later.state == Completion::failed, "send after the endpoint closed: " + state(later));
+    COMM_MP_CHECK(later.state == Completion::failed, "send after the endpoint closed: " + state(later));
     store.set("p2p/cancelled", "1");
   } else {
     // Keep progressing meanwhile, as a rank waiting on the transfer would.
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (!store.check("p2p/cancelled")) {
-      if (Clock::now() > deadline) fail(1, "rank 0 did not cancel within 30 s");
+      if (Clock::now() > deadline) fail("rank 0 did not cancel within 30 s");
       t.progress();
       ::usleep(1000);
     }
@@ -251,7 +191,7 @@ void run_cancel_send(Transport& t, comm::Store& store) {
     try {
       drive(t, {&r}, false, std::chrono::milliseconds(10'000));
     } catch (const comm::Error&) {
-      fail(1, "the receive of a cancelled send hung for 10 s");
+      fail("the receive of a cancelled send hung for 10 s");
     }
     std::printf("rank 1: receive of the cancelled send ended: %s\n", state(r).c_str());
   }
@@ -265,7 +205,7 @@ void run_fault(Transport& t, const Options& o, comm::Store& store) {
   t.irecv((me + n - 1) % n, 1, &y, sizeof y, r0);
   t.isend((me + 1) % n, 1, &x, sizeof x, s0);
   drive(t, {&s0, &r0});
-  CHECK(r0.state == Completion::done, state(r0));
+  COMM_MP_CHECK(r0.state == Completion::done, state(r0));
   store.add("p2p/wired", 1);
   while (store.add("p2p/wired", 0) < n) t.progress();
   // A receive from a live rank that nobody sends: a death anywhere ends it too
@@ -285,26 +225,26 @@ void run_fault(Transport& t, const Options& o, comm::Store& store) {
   try {
     drive(t, {&rd}, false, std::chrono::milliseconds(15'000));
   } catch (const comm::Error&) {
-    fail(me, "no failure reported for dead rank " + std::to_string(o.kill) + " within 15 s");
+    fail("no failure reported for dead rank " + std::to_string(o.kill) + " within 15 s");
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  CHECK(rd.state == Completion::failed && rd.code == ErrorCode::peer_failed, state(rd));
-  CHECK(rd.message.find("rank " + std::to_string(o.kill)) != std::string::npos, rd.message);
+  COMM_MP_CHECK(rd.state == Completion::failed && rd.code == ErrorCode::peer_failed, state(rd));
+  COMM_MP_CHECK(rd.message.find("rank " + std::to_string(o.kill)) != std::string::npos, rd.message);
   std::printf("rank %d: dead rank %d detected after %.1f ms: %s\n", me, o.kill, ms,
               rd.message.c_str());
   if (live != me) {
     drive(t, {&rl}, false, std::chrono::milliseconds(5'000));
-    CHECK(rl.state == Completion::failed && rl.code == ErrorCode::peer_failed, state(rl));
-    CHECK(rl.message.find("rank " + std::to_string(o.kill) + " failed") != std::string::npos, rl.message);
+    COMM_MP_CHECK(rl.state == Completion::failed && rl.code == ErrorCode::peer_failed, state(rl));
+    COMM_MP_CHECK(rl.message.find("rank " + std::to_string(o.kill) + " failed") != std::string::npos, rl.message);
   }
   // Later operations on the dead rank fail at once.
   Completion s2, r2;
   t.isend(o.kill, 3, &x, sizeof x, s2);
   drive(t, {&s2}, false, std::chrono::milliseconds(5'000));
-  CHECK(s2.state == Completion::failed && s2.code == ErrorCode::peer_failed, state(s2));
+  COMM_MP_CHECK(s2.state == Completion::failed && s2.code == ErrorCode::peer_failed, state(s2));
   t.irecv(o.kill, 3, &y, sizeof y, r2);
   drive(t, {&r2}, false, std::chrono::milliseconds(5'000));
-  CHECK(r2.state == Completion::failed && r2.code == ErrorCode::peer_failed, state(r2));
+  COMM_MP_CHECK(r2.state == Completion::failed && r2.code == ErrorCode::peer_failed, state(r2));
   // The survivors still talk to each other.
   std::vector<int> alive;
   for (int p = 0; p < n; ++p)
@@ -318,7 +258,7 @@ void run_fault(Transport& t, const Options& o, comm::Store& store) {
     t.irecv(prev, 4, &w, sizeof w, r3);
     t.isend(next, 4, &v, sizeof v, s3);
     drive(t, {&s3, &r3});
-    CHECK(r3.state == Completion::done && w == static_cast<std::uint64_t>(100 + prev), state(r3));
+    COMM_MP_CHECK(r3.state == Completion::done && w == static_cast<std::uint64_t>(100 + prev), state(r3));
   }
 }
 
@@ -365,11 +305,8 @@ int run_rank(const Options& o) {
   comm::Config cfg = comm::Config::from_env();
   cfg.timeout = std::chrono::milliseconds(30'000);
   auto store = comm::make_store(cfg);
-  comm::TransportInit init;
-  init.rank = cfg.rank;
-  init.size = cfg.world_size;
-  init.store = comm::make_prefix_store(store, "p2p/");
-  init.config = &cfg;
+  mptest::g_rank = cfg.rank;
+  const comm::TransportInit init = mptest::transport_init(cfg, comm::make_prefix_store(store, "p2p/"));
   auto t = comm::create_transport("ucx", init);
   if (o.mode == "check") {
     check_links(*t, o);
@@ -381,7 +318,7 @@ int run_rank(const Options& o) {
     run_cancel_send(*t, *store);
   } else if (o.mode == "fault") {
     if (o.kill < 0 || o.kill >= t->size() || t->size() < 2)
-      fail(t->rank(), "--kill " + std::to_string(o.kill) + " needs a rank of a group of 2 or more");
+      fail("--kill " + std::to_string(o.kill) + " needs a rank of a group of 2 or more");
     run_fault(*t, o, *store);
   } else {
     run_pingpong(*t, o);
@@ -389,17 +326,10 @@ int run_rank(const Options& o) {
   // Nobody closes before everyone finished: a closed endpoint looks like a
   // dead peer to the ranks still using it. Rank 0 hosts the store: it leaves last.
   const std::int64_t alive = o.mode == "fault" ? cfg.world_size - 1 : cfg.world_size;
-  const auto wait_count = [&](const char* key, std::int64_t n) {
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
-    while (store->add(key, 0) < n) {
-      if (Clock::now() > deadline) fail(cfg.rank, std::string("the other ranks did not reach ") + key);
-      ::usleep(1000);
-    }
-  };
   store->add("p2p/done", 1);
-  wait_count("p2p/done", alive);
+  mptest::wait_for_count(*store, "p2p/done", alive);
   t.reset();
-  if (cfg.rank == 0) wait_count("p2p/left", alive - 1);
+  if (cfg.rank == 0) mptest::wait_for_count(*store, "p2p/left", alive - 1);
   else store->add("p2p/left", 1);
   std::printf("rank %d: %s passed\n", cfg.rank, o.mode.c_str());
   return 0;
@@ -435,11 +365,7 @@ int main(int argc, char** argv) {
                  e.what());
     return 2;
   }
-  const auto names = comm::available_transports();
-  if (std::find(names.begin(), names.end(), "ucx") == names.end()) {
-    std::printf("SKIPPED: %s\n", comm::transport_unavailable_reason("ucx").c_str());
-    return 77;
-  }
+  mptest::require_transport("ucx");
   try {
     return run_rank(o);
   } catch (const std::exception& e) {
