@@ -8,12 +8,10 @@
 # This file has two modes: included from tests/mp/CMakeLists.txt it registers
 # the tests; run as `cmake -P bench.cmake -D...` it is the test itself.
 
+include(${CMAKE_CURRENT_LIST_DIR}/script_test.cmake)
+
 if(CMAKE_SCRIPT_MODE_FILE)
-  foreach(var COMMRUN BENCH TRANSPORT JSON)
-    if(NOT DEFINED ${var})
-      message(FATAL_ERROR "bench.cmake: -D${var}=... is required")
-    endif()
-  endforeach()
+  comm_script_require(COMMRUN BENCH TRANSPORT JSON)
   file(REMOVE "${JSON}")
   execute_process(
     COMMAND "${COMMRUN}" -n 2 --timeout 230 -- "${BENCH}" --transport ${TRANSPORT} --coll allreduce --algo all
@@ -91,12 +89,10 @@ foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
   if(NOT COMM_HAVE_${T})
     continue()
   endif()
-  add_test(NAME mp_bench_${variant}
-    COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DBENCH=$<TARGET_FILE:comm-bench>
-            -DTRANSPORT=${t} -DJSON=${CMAKE_CURRENT_BINARY_DIR}/bench_${variant}.json
-            -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties(mp_bench_${variant} PROPERTIES LABELS "mp;bench;${t}" TIMEOUT 240
-                       ENVIRONMENT "${COMM_BENCH_ENV_${variant}};COMM_CALIBRATE=0")
+  comm_add_script_test(NAME mp_bench_${variant} LABELS mp bench ${t} TIMEOUT 240
+    ENV ${COMM_BENCH_ENV_${variant}} COMM_CALIBRATE=0
+    DEFINES COMMRUN=$<TARGET_FILE:commrun> BENCH=$<TARGET_FILE:comm-bench> TRANSPORT=${t}
+            JSON=${CMAKE_CURRENT_BINARY_DIR}/bench_${variant}.json)
 endforeach()
 
 # nccl-tests' layout (a single algorithm): both column groups on every row

@@ -8,12 +8,10 @@
 # Two modes, like bench.cmake: included, it registers the tests; run with
 # `cmake -P`, it is the test.
 
+include(${CMAKE_CURRENT_LIST_DIR}/script_test.cmake)
+
 if(CMAKE_SCRIPT_MODE_FILE)
-  foreach(var COMMRUN BENCH TRANSPORT CACHE)
-    if(NOT DEFINED ${var})
-      message(FATAL_ERROR "calibration.cmake: -D${var}=... is required")
-    endif()
-  endforeach()
+  comm_script_require(COMMRUN BENCH TRANSPORT CACHE)
   file(REMOVE_RECURSE "${CACHE}")
   set(ENV{XDG_CACHE_HOME} "${CACHE}")
   set(ENV{COMM_LOG} info)
@@ -97,9 +95,7 @@ foreach(t ucx ofi gloo)
   if(NOT t IN_LIST COMM_ENABLED_TRANSPORTS)
     continue()
   endif()
-  add_test(NAME mp_calibration_cached_${t}
-    COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DBENCH=$<TARGET_FILE:comm-bench> -DTRANSPORT=${t}
-            -DCACHE=${CMAKE_CURRENT_BINARY_DIR}/calibration-cache-${t} -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties(mp_calibration_cached_${t} PROPERTIES LABELS "mp;${t}" TIMEOUT 120
-                       ENVIRONMENT "${COMM_CALIB_ENV_${t}}")
+  comm_add_script_test(NAME mp_calibration_cached_${t} LABELS mp ${t} TIMEOUT 120 ENV ${COMM_CALIB_ENV_${t}}
+    DEFINES COMMRUN=$<TARGET_FILE:commrun> BENCH=$<TARGET_FILE:comm-bench> TRANSPORT=${t}
+            CACHE=${CMAKE_CURRENT_BINARY_DIR}/calibration-cache-${t})
 endforeach()

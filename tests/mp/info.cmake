@@ -9,12 +9,10 @@
 # Two modes, like bench.cmake: included it registers the tests; run with
 # `cmake -P info.cmake -D...` it is the test.
 
+include(${CMAKE_CURRENT_LIST_DIR}/script_test.cmake)
+
 if(CMAKE_SCRIPT_MODE_FILE)
-  foreach(var COMMRUN INFO MODE VERSION TRANSPORTS)
-    if(NOT DEFINED ${var})
-      message(FATAL_ERROR "info.cmake: -D${var}=... is required")
-    endif()
-  endforeach()
+  comm_script_require(COMMRUN INFO MODE VERSION TRANSPORTS)
   string(REPLACE "," ";" transports "${TRANSPORTS}")
   if(MODE STREQUAL "version")
     execute_process(COMMAND "${INFO}" --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -97,9 +95,7 @@ if(NOT TARGET comm-info)
 endif()
 string(REPLACE ";" "," comm_info_transports "${COMM_ENABLED_TRANSPORTS}")
 foreach(mode version json)
-  add_test(NAME comm_info_${mode}
-    COMMAND ${CMAKE_COMMAND} -DCOMMRUN=$<TARGET_FILE:commrun> -DINFO=$<TARGET_FILE:comm-info> -DMODE=${mode}
-            -DVERSION=${PROJECT_VERSION} -DTRANSPORTS=${comm_info_transports} -P ${CMAKE_CURRENT_LIST_FILE})
-  set_tests_properties(comm_info_${mode} PROPERTIES LABELS "mp;info" TIMEOUT 120
-    ENVIRONMENT "UCX_TLS=shm;UCX_NET_DEVICES=lo")
+  comm_add_script_test(NAME comm_info_${mode} LABELS mp info TIMEOUT 120 ENV UCX_TLS=shm UCX_NET_DEVICES=lo
+    DEFINES COMMRUN=$<TARGET_FILE:commrun> INFO=$<TARGET_FILE:comm-info> MODE=${mode} VERSION=${PROJECT_VERSION}
+            TRANSPORTS=${comm_info_transports})
 endforeach()
