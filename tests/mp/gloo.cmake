@@ -3,9 +3,7 @@
 # test, the timeout test, the transport's own checks, and the ring-vs-native
 # timing. Gloo listens on 127.0.0.1 when every rank is on this host.
 foreach(prog p2p timeout compare)
-  add_executable(comm-gloo-${prog} ${CMAKE_CURRENT_LIST_DIR}/gloo_${prog}.cpp)
-  target_link_libraries(comm-gloo-${prog} PRIVATE comm::comm)
-  comm_set_warnings(comm-gloo-${prog})
+  comm_mp_program(comm-gloo-${prog} ${CMAKE_CURRENT_LIST_DIR}/gloo_${prog}.cpp)
 endforeach()
 # The comparison also runs Gloo's own allreduce, in its own context.
 find_package(Gloo CONFIG QUIET)

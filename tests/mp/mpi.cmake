@@ -15,9 +15,7 @@ target_link_libraries(comm-mpi-embed PRIVATE comm::comm MPI::MPI_C)
 target_compile_definitions(comm-mpi-embed PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 comm_set_warnings(comm-mpi-embed)
 foreach(prog timeout p2p)
-  add_executable(comm-mpi-${prog} ${CMAKE_CURRENT_LIST_DIR}/mpi_${prog}.cpp)
-  target_link_libraries(comm-mpi-${prog} PRIVATE comm::comm)
-  comm_set_warnings(comm-mpi-${prog})
+  comm_mp_program(comm-mpi-${prog} ${CMAKE_CURRENT_LIST_DIR}/mpi_${prog}.cpp)
 endforeach()
 
 # Open MPI refuses root without these, and this machine has fewer cores than

@@ -13,9 +13,7 @@
 #  - a Slurm job step without COMM_STORE finds its store on the first node;
 #  - the rig's cleanup after a failure, SIGTERM and SIGKILL.
 
-add_executable(comm-mh-check ${CMAKE_CURRENT_LIST_DIR}/multihost_check.cpp)
-target_link_libraries(comm-mh-check PRIVATE comm::comm)
-comm_set_warnings(comm-mh-check)
+comm_mp_program(comm-mh-check ${CMAKE_CURRENT_LIST_DIR}/multihost_check.cpp)
 
 set(COMM_MH_RIG ${PROJECT_SOURCE_DIR}/tools/multihost.sh)
 set(COMM_MH_TEST sh ${CMAKE_CURRENT_LIST_DIR}/multihost_test.sh ${COMM_MH_RIG})

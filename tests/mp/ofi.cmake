@@ -7,14 +7,10 @@
 # Provider names contain ';', which CMake lists split on: it is written `\;`
 # here and reaches the test's environment as a plain ';'.
 
-add_executable(comm-ofi-test ${CMAKE_CURRENT_LIST_DIR}/ofi_transport_test.cpp)
-target_link_libraries(comm-ofi-test PRIVATE comm::comm doctest::doctest)
-comm_set_warnings(comm-ofi-test)
+comm_mp_program(comm-ofi-test ${CMAKE_CURRENT_LIST_DIR}/ofi_transport_test.cpp LIBRARIES doctest::doctest)
 doctest_discover_tests(comm-ofi-test TEST_PREFIX "ofi_unit: " PROPERTIES LABELS ofi TIMEOUT 120)
 
-add_executable(comm-ofi-pingpong ${CMAKE_CURRENT_LIST_DIR}/ofi_pingpong.cpp)
-target_link_libraries(comm-ofi-pingpong PRIVATE comm::comm)
-comm_set_warnings(comm-ofi-pingpong)
+comm_mp_program(comm-ofi-pingpong ${CMAKE_CURRENT_LIST_DIR}/ofi_pingpong.cpp)
 
 set(COMM_OFI_ENV_tcp COMM_TRANSPORT=ofi "FI_PROVIDER=tcp\;ofi_rxm" "COMM_OFI_PROVIDER=tcp\;ofi_rxm"
     FI_TCP_IFACE=lo FI_NET_IFACE=lo)

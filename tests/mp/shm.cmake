@@ -17,9 +17,7 @@ comm_mp_test(NAME mp_shm_suite_nocma_2 RANKS 2 LABELS mp shm TIMEOUT 300
   ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMMAND comm-mp-suite)
 # A barrier lets nobody out before everyone is in: the direct one and the
 # dissemination schedule over the rings, on 2 and 5 ranks.
-add_executable(comm-shm-barrier ${CMAKE_CURRENT_LIST_DIR}/shm_barrier.cpp)
-target_link_libraries(comm-shm-barrier PRIVATE comm::comm)
-comm_set_warnings(comm-shm-barrier)
+comm_mp_program(comm-shm-barrier ${CMAKE_CURRENT_LIST_DIR}/shm_barrier.cpp)
 foreach(algo mem_direct dissemination)
   foreach(n 2 5)
     comm_mp_test(NAME mp_shm_barrier_${algo}_${n} RANKS ${n} LABELS mp shm TIMEOUT 120
@@ -52,9 +50,7 @@ endforeach()
 # The default path: no COMM_TRANSPORT, ranks in separate processes on one
 # host -> transport auto, whose shm offers its peer memory, so automatic
 # selection runs mem_* on the direct engine (no messages sent); results checked.
-add_executable(comm-shm-auto ${CMAKE_CURRENT_LIST_DIR}/shm_auto.cpp)
-target_link_libraries(comm-shm-auto PRIVATE comm::comm)
-comm_set_warnings(comm-shm-auto)
+comm_mp_program(comm-shm-auto ${CMAKE_CURRENT_LIST_DIR}/shm_auto.cpp)
 foreach(n 2 4)
   comm_mp_test(NAME mp_shm_auto_${n} RANKS ${n} LABELS mp shm TIMEOUT 120 COMMAND comm-shm-auto)
 endforeach()

@@ -2,9 +2,7 @@
 # and over TCP on loopback, the fault test, and the transport's own checks
 # (comm-ucx-p2p: point-to-point semantics, link kinds, failure, ping-pong).
 # UCX_TLS / UCX_NET_DEVICES choose UCX's transports; nothing else is forced.
-add_executable(comm-ucx-p2p ${CMAKE_CURRENT_LIST_DIR}/ucx_p2p.cpp)
-target_link_libraries(comm-ucx-p2p PRIVATE comm::comm)
-comm_set_warnings(comm-ucx-p2p)
+comm_mp_program(comm-ucx-p2p ${CMAKE_CURRENT_LIST_DIR}/ucx_p2p.cpp)
 
 set(COMM_UCX_ENV_shm UCX_TLS=shm COMM_TRANSPORT=ucx)
 set(COMM_UCX_ENV_tcp UCX_TLS=tcp UCX_NET_DEVICES=lo COMM_TRANSPORT=ucx)
