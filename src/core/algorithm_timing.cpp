@@ -40,82 +40,112 @@ struct Point {
   int iterations;
 };
 
+// The algorithms worth timing at `bytes` (indices into `names`) and the model's
+// time of one round of them.
+struct Candidates {
+  std::vector<std::size_t> indices;
+  double round_us = 0;
+};
+
+Candidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes) {
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> predicted(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    predicted[i] = selector.predict_model(Collective::allreduce, names[i], bytes);
+    if (predicted[i] >= 0) best = std::min(best, predicted[i]);
+  }
+  Candidates c;
+  for (const double limit : {kHopeless, kHopelessWhenSlow}) {
+    c = {};
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (predicted[i] >= 0 && predicted[i] <= limit * best) {
+        c.indices.push_back(i);
+        c.round_us += predicted[i];
+      }
+    if (c.round_us <= kBudgetPerSizeUs) break;
+  }
+  return c;
+}
+
+// Per algorithm, the median of its iterations at each size it was timed at.
+NativeProfile medians(const std::vector<std::string>& names, const std::vector<Point>& points,
+                      const std::vector<double>& times) {
+  NativeProfile profile;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::vector<std::pair<std::size_t, double>> curve;
+    for (const Point& p : points) {
+      if (p.algorithm != i) continue;
+      const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
+      curve.emplace_back(p.bytes, calib::robust_median(std::vector<double>(from, from + p.iterations)));
+    }
+    if (!curve.empty()) profile.set(Collective::allreduce, names[i], std::move(curve));
+  }
+  return profile;
+}
+
 }  // namespace
+
+std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector<std::string>& names,
+                                                               std::vector<std::size_t>& candidates, Call& call,
+                                                               int warmup, int& iterations) {
+  CallOptions options;
+  call.options = &options;
+  iterations = 0;
+  std::vector<std::vector<double>> mine(names.size());
+  const auto began = calib::Clock::now();
+  for (int k = 0; k < warmup + kMaxRounds; ++k) {
+    // Every rank says whether its budget is spent; the sum is the same everywhere.
+    std::int32_t over = calib::micros(calib::Clock::now() - began) > kBudgetPerSizeUs ? 1 : 0;
+    wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
+    if (over > 0 && iterations >= kMinRounds) break;
+    if (k >= warmup) ++iterations;
+    for (std::size_t& i : candidates) {
+      if (i == names.size()) continue;  // refused at this size
+      options.algorithm = names[i];
+      try {
+        wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+        const auto t0 = calib::Clock::now();
+        wait(*start(call));
+        if (k >= warmup) mine[i].push_back(calib::micros(calib::Clock::now() - t0));
+      } catch (const Error& e) {
+        // Refused alike on every rank before anything moved (not eligible at this size).
+        if (!e.is_usage()) throw;
+        mine[i].clear();
+        i = names.size();
+      }
+    }
+  }
+  call.options = nullptr;
+  COMM_DEBUG("calibration: all-reduce of " << call.in_bytes << " B: " << candidates.size() << " algorithms x "
+                                          << warmup << " + " << iterations << " rounds in "
+                                          << calib::micros(calib::Clock::now() - began) / 1000 << " ms");
+  return mine;
+}
 
 NativeProfile CommunicatorImpl::time_algorithms() {
   const auto began = calib::Clock::now();
-  const Collective c = Collective::allreduce;
   std::vector<std::string> names;
-  for (const std::string& n : selector_->names(c))
-    if (!selector_->is_native(c, n)) names.push_back(n);
+  for (const std::string& n : selector_->names(Collective::allreduce))
+    if (!selector_->is_native(Collective::allreduce, n)) names.push_back(n);
   const std::size_t max_count = kLadder[std::size(kLadder) - 1] / sizeof(float);
   std::vector<float> in(max_count, 1.0f), out(max_count, 0.0f);
   std::vector<Point> points;
   std::vector<double> times;
-  CallOptions options;
   Call call;
-  call.collective = c;
+  call.collective = Collective::allreduce;
   call.input = in.data();
   call.output = out.data();
-  call.dtype = DataType::f32;
-  call.op = ReduceOp::sum;
-  call.options = &options;
   call.internal = true;
   for (const std::size_t bytes : kLadder) {
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
-    // The candidates at this size, timed in turns (one iteration of each, then
-    // the next round), so that a burst of load elsewhere on the machine hits
-    // them alike instead of one algorithm's whole measurement.
-    std::vector<std::size_t> candidates;
-    double best = std::numeric_limits<double>::infinity();
-    std::vector<double> predicted(names.size());
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      predicted[i] = selector_->predict_model(c, names[i], bytes);
-      if (predicted[i] >= 0) best = std::min(best, predicted[i]);
-    }
-    double round_us = 0;
-    for (const double limit : {kHopeless, kHopelessWhenSlow}) {
-      candidates.clear();
-      round_us = 0;
-      for (std::size_t i = 0; i < names.size(); ++i)
-        if (predicted[i] >= 0 && predicted[i] <= limit * best) {
-          candidates.push_back(i);
-          round_us += predicted[i];
-        }
-      if (round_us <= kBudgetPerSizeUs) break;
-    }
-    const int warmup = warmup_for(round_us);
+    // The candidates at this size are timed in turns (one iteration of each,
+    // then the next round), so that a burst of load elsewhere on the machine
+    // hits them alike instead of one algorithm's whole measurement.
+    Candidates c = worth_timing(*selector_, names, bytes);
     int iterations = 0;
-    std::vector<std::vector<double>> mine(names.size());
-    const auto size_began = calib::Clock::now();
-    for (int k = 0; k < warmup + kMaxRounds; ++k) {
-      // Every rank says whether its budget is spent; the sum is the same everywhere.
-      std::int32_t over = calib::micros(calib::Clock::now() - size_began) > kBudgetPerSizeUs ? 1 : 0;
-      wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
-      if (over > 0 && iterations >= kMinRounds) break;
-      if (k >= warmup) ++iterations;
-      for (std::size_t& i : candidates) {
-        if (i == names.size()) continue;  // refused at this size
-        options.algorithm = names[i];
-        try {
-          wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
-          const auto t0 = calib::Clock::now();
-          wait(*start(call));
-          if (k >= warmup) mine[i].push_back(calib::micros(calib::Clock::now() - t0));
-        } catch (const Error& e) {
-          // Refused alike on every rank before anything moved (not eligible at this size).
-          if (!e.is_usage()) throw;
-          mine[i].clear();
-          i = names.size();
-        }
-      }
-    }
-    COMM_DEBUG("calibration: all-reduce of " << bytes << " B: " << candidates.size() << " algorithms x "
-                                            << warmup << " + " << iterations << " rounds in "
-                                            << calib::micros(calib::Clock::now() - size_began) / 1000
-                                            << " ms (predicted " << round_us / 1000 << " ms a round)");
-    for (const std::size_t i : candidates) {
+    const auto mine = time_rounds(names, c.indices, call, warmup_for(c.round_us), iterations);
+    for (const std::size_t i : c.indices) {
       if (i == names.size()) continue;
       points.push_back({i, bytes, times.size(), iterations});
       times.insert(times.end(), mine[i].begin(), mine[i].end());
@@ -123,26 +153,17 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   }
   // The slowest rank's time of every iteration, in one exchange.
   if (!times.empty()) {
+    const CallOptions defaults;
     Call max = call;
     max.input = max.output = times.data();
     max.count = times.size();
     max.in_bytes = max.out_bytes = times.size() * sizeof(double);
     max.dtype = DataType::f64;
     max.op = ReduceOp::max;
-    const CallOptions defaults;
     max.options = &defaults;
     wait(*start(max));
   }
-  NativeProfile profile;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::vector<std::pair<std::size_t, double>> curve;
-    for (const Point& p : points)
-      if (p.algorithm == i)
-        curve.emplace_back(p.bytes, calib::robust_median(std::vector<double>(
-                                        times.begin() + static_cast<std::ptrdiff_t>(p.first),
-                                        times.begin() + static_cast<std::ptrdiff_t>(p.first) + p.iterations)));
-    if (!curve.empty()) profile.set(c, names[i], std::move(curve));
-  }
+  NativeProfile profile = medians(names, points, times);
   if (rank_ == 0)
     COMM_INFO("calibration: timed " << points.size() << " (algorithm, size) points of " << profile.curves.size()
                                     << " all-reduce algorithms in "

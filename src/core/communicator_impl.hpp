@@ -86,6 +86,12 @@ class CommunicatorImpl {
   // Times comm's own all-reduce algorithms through the engines (start-up
   // calibration, select/tuning.hpp AlgorithmTimer); collective.
   NativeProfile time_algorithms();
+  // One size of time_algorithms: `warmup` untimed rounds, then timed ones as
+  // the budget allows (`iterations`); this rank's times per candidate. A
+  // candidate refused at this size becomes names.size().
+  std::vector<std::vector<double>> time_rounds(const std::vector<std::string>& names,
+                                               std::vector<std::size_t>& candidates, Call& call, int warmup,
+                                               int& iterations);
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);
