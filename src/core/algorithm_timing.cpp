@@ -11,6 +11,7 @@
 #include "util/log.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 namespace comm::detail {
@@ -18,7 +19,12 @@ namespace {
 
 // Powers of two, like the native ladder: the selector evaluates each size
 // bucket at 2^b. Beyond the last point the model's shape carries the ratio.
-constexpr std::size_t kLadder[] = {8, 4096, 65536, std::size_t{1} << 20};
+// The last size is past the caches (data streams from memory, where the
+// model's large-data rates are least sure): only the algorithms that timed
+// close to the fastest at the size before are timed there, at most three.
+constexpr std::size_t kLadder[] = {8, 4096, 65536, std::size_t{1} << 20, std::size_t{8} << 20};
+constexpr double kContenderWithin = 1.5;
+constexpr std::size_t kMaxContenders = 3;
 // Timed rounds per size: at least kMinRounds, then more while the size's
 // time stays within the budget on every rank (agreed before each round), at
 // most kMaxRounds. Warm-up rounds come first and are not counted.
@@ -47,15 +53,29 @@ struct Candidates {
   double round_us = 0;
 };
 
-Candidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes) {
+// `so_far`: the times measured at the smaller sizes; for the last size only
+// algorithms measured at the one before count, their model scaled by what
+// they measured there.
+Candidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
+                        const NativeProfile& so_far) {
+  const bool last = bytes == kLadder[std::size(kLadder) - 1];
+  const std::size_t before = kLadder[std::size(kLadder) - 2];
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> predicted(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     predicted[i] = selector.predict_model(Collective::allreduce, names[i], bytes);
+    if (last && predicted[i] >= 0) {
+      const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]);
+      const double model_before = selector.predict_model(Collective::allreduce, names[i], before);
+      const bool timed = curve && curve->points.back().first == before && model_before > 0;
+      predicted[i] = timed ? predicted[i] * curve->points.back().second / model_before : -1.0;
+    }
     if (predicted[i] >= 0) best = std::min(best, predicted[i]);
   }
   Candidates c;
-  for (const double limit : {kHopeless, kHopelessWhenSlow}) {
+  const std::array<double, 2> limits = last ? std::array<double, 2>{kContenderWithin, kContenderWithin}
+                                            : std::array<double, 2>{kHopeless, kHopelessWhenSlow};
+  for (const double limit : limits) {
     c = {};
     for (std::size_t i = 0; i < names.size(); ++i)
       if (predicted[i] >= 0 && predicted[i] <= limit * best) {
@@ -64,23 +84,27 @@ Candidates worth_timing(const Selector& selector, const std::vector<std::string>
       }
     if (c.round_us <= kBudgetPerSizeUs) break;
   }
+  if (last && c.indices.size() > kMaxContenders) {  // the fastest few by the scaled model
+    std::sort(c.indices.begin(), c.indices.end(),
+              [&](std::size_t a, std::size_t b) { return predicted[a] < predicted[b]; });
+    c.indices.resize(kMaxContenders);
+    c.round_us = 0;
+    for (const std::size_t i : c.indices) c.round_us += predicted[i];
+  }
   return c;
 }
 
-// Per algorithm, the median of its iterations at each size it was timed at.
-NativeProfile medians(const std::vector<std::string>& names, const std::vector<Point>& points,
-                      const std::vector<double>& times) {
-  NativeProfile profile;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::vector<std::pair<std::size_t, double>> curve;
-    for (const Point& p : points) {
-      if (p.algorithm != i) continue;
-      const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
-      curve.emplace_back(p.bytes, calib::robust_median(std::vector<double>(from, from + p.iterations)));
-    }
-    if (!curve.empty()) profile.set(Collective::allreduce, names[i], std::move(curve));
+// Adds the median of each point's iterations to `profile`.
+void add_medians(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
+                 const std::vector<double>& times) {
+  for (const Point& p : points) {
+    const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
+    const double median = calib::robust_median(std::vector<double>(from, from + p.iterations));
+    const NativeCurve* had = profile.find(Collective::allreduce, names[p.algorithm]);
+    std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
+    curve.emplace_back(p.bytes, median);
+    profile.set(Collective::allreduce, names[p.algorithm], std::move(curve));
   }
-  return profile;
 }
 
 }  // namespace
@@ -129,8 +153,8 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     if (!selector_->is_native(Collective::allreduce, n)) names.push_back(n);
   const std::size_t max_count = kLadder[std::size(kLadder) - 1] / sizeof(float);
   std::vector<float> in(max_count, 1.0f), out(max_count, 0.0f);
-  std::vector<Point> points;
-  std::vector<double> times;
+  NativeProfile profile;
+  std::size_t timed = 0;
   Call call;
   call.collective = Collective::allreduce;
   call.input = in.data();
@@ -142,33 +166,42 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     // The candidates at this size are timed in turns (one iteration of each,
     // then the next round), so that a burst of load elsewhere on the machine
     // hits them alike instead of one algorithm's whole measurement.
-    Candidates c = worth_timing(*selector_, names, bytes);
+    Candidates c = worth_timing(*selector_, names, bytes, profile);
+    if (c.indices.empty()) continue;
     int iterations = 0;
     const auto mine = time_rounds(names, c.indices, call, warmup_for(c.round_us), iterations);
+    std::vector<Point> points;
+    std::vector<double> times;
     for (const std::size_t i : c.indices) {
       if (i == names.size()) continue;
       points.push_back({i, bytes, times.size(), iterations});
       times.insert(times.end(), mine[i].begin(), mine[i].end());
     }
+    slowest_rank(times);
+    add_medians(profile, names, points, times);
+    timed += points.size();
   }
-  // The slowest rank's time of every iteration, in one exchange.
-  if (!times.empty()) {
-    const CallOptions defaults;
-    Call max = call;
-    max.input = max.output = times.data();
-    max.count = times.size();
-    max.in_bytes = max.out_bytes = times.size() * sizeof(double);
-    max.dtype = DataType::f64;
-    max.op = ReduceOp::max;
-    max.options = &defaults;
-    wait(*start(max));
-  }
-  NativeProfile profile = medians(names, points, times);
   if (rank_ == 0)
-    COMM_INFO("calibration: timed " << points.size() << " (algorithm, size) points of " << profile.curves.size()
+    COMM_INFO("calibration: timed " << timed << " (algorithm, size) points of " << profile.curves.size()
                                     << " all-reduce algorithms in "
                                     << static_cast<long>(calib::micros(calib::Clock::now() - began) / 1000) << " ms");
   return profile;
+}
+
+// Every iteration's time becomes the slowest rank's, in one exchange.
+void CommunicatorImpl::slowest_rank(std::vector<double>& times) {
+  if (times.empty()) return;  // alike on every rank: the same points were timed
+  const CallOptions defaults;
+  Call max;
+  max.collective = Collective::allreduce;
+  max.input = max.output = times.data();
+  max.count = times.size();
+  max.in_bytes = max.out_bytes = times.size() * sizeof(double);
+  max.dtype = DataType::f64;
+  max.op = ReduceOp::max;
+  max.options = &defaults;
+  max.internal = true;
+  wait(*start(max));
 }
 
 }  // namespace comm::detail

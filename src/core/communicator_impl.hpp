@@ -92,6 +92,7 @@ class CommunicatorImpl {
   std::vector<std::vector<double>> time_rounds(const std::vector<std::string>& names,
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
                                                int& iterations);
+  void slowest_rank(std::vector<double>& times);
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);

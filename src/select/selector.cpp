@@ -155,7 +155,39 @@ void Selector::set_measured_profile(const NativeProfile& measured) {
     }
     if (!ratios.empty()) corrections_.set(curve.collective, curve.algorithm, std::move(ratios));
   }
+  extend_corrections();
   for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
+}
+
+// Calibration times only the contenders at its largest size (past the caches,
+// where the model's large-data rates are least sure). An algorithm timed up to
+// the size before would otherwise keep its in-cache ratio out there; it
+// follows the contenders' change of ratio from that size to the largest
+// instead (their median), the best evidence there is for links it shares.
+void Selector::extend_corrections() {
+  for (Collective c : kAllCollectives) {
+    std::size_t largest = 0;
+    for (const NativeCurve& curve : corrections_.curves)
+      if (curve.collective == c) largest = std::max(largest, curve.points.back().first);
+    std::vector<double> changes;
+    std::size_t before = 0;
+    for (const NativeCurve& curve : corrections_.curves) {
+      const auto& p = curve.points;
+      if (curve.collective != c || p.size() < 2 || p.back().first != largest) continue;
+      before = std::max(before, p[p.size() - 2].first);
+    }
+    for (const NativeCurve& curve : corrections_.curves) {
+      const auto& p = curve.points;
+      if (curve.collective == c && p.size() >= 2 && p.back().first == largest && p[p.size() - 2].first == before)
+        changes.push_back(p.back().second / p[p.size() - 2].second);
+    }
+    if (changes.empty()) continue;
+    std::sort(changes.begin(), changes.end());
+    const double change = changes[changes.size() / 2];
+    for (NativeCurve& curve : corrections_.curves)
+      if (curve.collective == c && curve.points.back().first == before)
+        curve.points.emplace_back(largest, curve.points.back().second * change);
+  }
 }
 
 double Selector::correction(Collective c, std::string_view name, std::size_t bytes) const {

@@ -76,7 +76,10 @@ class Selector {
   // prediction of such an algorithm is scaled by measured / predicted at the
   // ladder sizes, interpolated in log(size) between them and held beyond
   // them. The model keeps the shape (chunking, cache regimes, ranks), the
-  // measurement sets the level. Clears the cached choices.
+  // measurement sets the level. An algorithm measured up to the size before
+  // the largest (calibration times only the contenders there) takes the
+  // contenders' median change of ratio between the two. Clears the cached
+  // choices.
   void set_measured_profile(const NativeProfile& measured);
   // The model's own prediction, without the measured correction.
   double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
@@ -122,6 +125,7 @@ class Selector {
   // Per algorithm: (ladder bytes, measured / modelled), increasing bytes.
   NativeProfile corrections_;
   double correction(Collective c, std::string_view name, std::size_t bytes) const;
+  void extend_corrections();
   bool deterministic_ = false;
   const AlgorithmOffer* direct_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;

@@ -275,3 +275,23 @@ TEST_CASE("a calibrating communicator times its own all-reduce algorithms and pr
     CHECK(found);
   }
 }
+
+TEST_CASE("an algorithm not timed at the largest size follows the contenders' change of ratio there") {
+  const int n = 4;
+  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
+  const Collective ar = Collective::allreduce;
+  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
+  auto model = [&](const char* a, std::size_t b) { return s.predict_model(ar, a, b); };
+  NativeProfile measured;
+  // ring and rabenseifner were contenders at 8 MiB: their ratio went 1 -> 3 and 2 -> 4 (x3, x2);
+  // tree was timed only up to 1 MiB, at ratio 1.5.
+  measured.set(ar, "ring", {{mib, 1 * model("ring", mib)}, {large, 3 * model("ring", large)}});
+  measured.set(ar, "rabenseifner", {{mib, 2 * model("rabenseifner", mib)}, {large, 4 * model("rabenseifner", large)}});
+  measured.set(ar, "tree", {{mib, 1.5 * model("tree", mib)}});
+  s.set_measured_profile(measured);
+  CHECK(s.predict(ar, "ring", large) == doctest::Approx(3 * model("ring", large)));
+  // The median of {x2, x3} over two values is the upper one: x3, so tree's 1.5 becomes 4.5 at 8 MiB and beyond.
+  CHECK(s.predict(ar, "tree", mib) == doctest::Approx(1.5 * model("tree", mib)));
+  CHECK(s.predict(ar, "tree", large) == doctest::Approx(4.5 * model("tree", large)));
+  CHECK(s.predict(ar, "tree", 4 * large) == doctest::Approx(4.5 * model("tree", 4 * large)));
+}
