@@ -30,6 +30,7 @@ constexpr std::size_t kMaxContenders = 3;
 // most kMaxRounds. Warm-up rounds come first and are not counted.
 constexpr double kBudgetPerSizeUs = 20000;
 constexpr int kMinRounds = 3, kMaxRounds = 9;
+constexpr int kMinRoundsLast = 2;  // the largest size: a few contenders, each costly
 int warmup_for(double predicted_round_us) { return predicted_round_us > 2000 ? 1 : 2; }
 // An algorithm the model puts this many times behind the fastest is not timed
 // at that size (it will not be chosen there): creation stays short. Where one
@@ -111,7 +112,7 @@ void add_medians(NativeProfile& profile, const std::vector<std::string>& names, 
 
 std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector<std::string>& names,
                                                                std::vector<std::size_t>& candidates, Call& call,
-                                                               int warmup, int& iterations) {
+                                                               int warmup, int min_rounds, int& iterations) {
   CallOptions options;
   call.options = &options;
   iterations = 0;
@@ -121,7 +122,7 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
     // Every rank says whether its budget is spent; the sum is the same everywhere.
     std::int32_t over = calib::micros(calib::Clock::now() - began) > kBudgetPerSizeUs ? 1 : 0;
     wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
-    if (over > 0 && iterations >= kMinRounds) break;
+    if (over > 0 && iterations >= min_rounds) break;
     if (k >= warmup) ++iterations;
     for (std::size_t& i : candidates) {
       if (i == names.size()) continue;  // refused at this size
@@ -169,7 +170,9 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     Candidates c = worth_timing(*selector_, names, bytes, profile);
     if (c.indices.empty()) continue;
     int iterations = 0;
-    const auto mine = time_rounds(names, c.indices, call, warmup_for(c.round_us), iterations);
+    const bool last = bytes == kLadder[std::size(kLadder) - 1];
+    const auto mine =
+        time_rounds(names, c.indices, call, warmup_for(c.round_us), last ? kMinRoundsLast : kMinRounds, iterations);
     std::vector<Point> points;
     std::vector<double> times;
     for (const std::size_t i : c.indices) {

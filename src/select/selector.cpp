@@ -159,34 +159,45 @@ void Selector::set_measured_profile(const NativeProfile& measured) {
   for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
 }
 
-// Calibration times only the contenders at its largest size (past the caches,
-// where the model's large-data rates are least sure). An algorithm timed up to
-// the size before would otherwise keep its in-cache ratio out there; it
-// follows the contenders' change of ratio from that size to the largest
-// instead (their median), the best evidence there is for links it shares.
+// Calibration times only the contenders at its largest sizes (where one
+// round of every algorithm would take too long, and past the caches, where
+// the model's large-data rates are least sure). An algorithm whose last
+// measured size is smaller would keep that size's ratio out there; it follows
+// the change of ratio, from its last size to the largest, of the algorithms
+// measured at both (their median) instead: the best evidence there is for
+// links it shares with them.
 void Selector::extend_corrections() {
+  auto ratio_at = [](const NativeCurve& curve, std::size_t bytes) {
+    for (const auto& [b, r] : curve.points)
+      if (b == bytes) return r;
+    return -1.0;
+  };
   for (Collective c : kAllCollectives) {
     std::size_t largest = 0;
     for (const NativeCurve& curve : corrections_.curves)
       if (curve.collective == c) largest = std::max(largest, curve.points.back().first);
-    std::vector<double> changes;
-    std::size_t before = 0;
+    std::vector<std::pair<std::size_t, double>> appended;  // per curve index: (bytes, ratio) or none
     for (const NativeCurve& curve : corrections_.curves) {
-      const auto& p = curve.points;
-      if (curve.collective != c || p.size() < 2 || p.back().first != largest) continue;
-      before = std::max(before, p[p.size() - 2].first);
+      const std::size_t last = curve.points.back().first;
+      if (curve.collective != c || last == largest) {
+        appended.emplace_back(0, 0.0);
+        continue;
+      }
+      std::vector<double> changes;
+      for (const NativeCurve& other : corrections_.curves) {
+        if (other.collective != c || other.points.back().first != largest) continue;
+        const double from = ratio_at(other, last);
+        if (from > 0) changes.push_back(other.points.back().second / from);
+      }
+      if (changes.empty()) {
+        appended.emplace_back(0, 0.0);
+        continue;
+      }
+      std::sort(changes.begin(), changes.end());
+      appended.emplace_back(largest, curve.points.back().second * changes[changes.size() / 2]);
     }
-    for (const NativeCurve& curve : corrections_.curves) {
-      const auto& p = curve.points;
-      if (curve.collective == c && p.size() >= 2 && p.back().first == largest && p[p.size() - 2].first == before)
-        changes.push_back(p.back().second / p[p.size() - 2].second);
-    }
-    if (changes.empty()) continue;
-    std::sort(changes.begin(), changes.end());
-    const double change = changes[changes.size() / 2];
-    for (NativeCurve& curve : corrections_.curves)
-      if (curve.collective == c && curve.points.back().first == before)
-        curve.points.emplace_back(largest, curve.points.back().second * change);
+    for (std::size_t i = 0; i < appended.size(); ++i)
+      if (appended[i].first) corrections_.curves[i].points.push_back(appended[i]);
   }
 }
 
