@@ -21,7 +21,8 @@ namespace {
 // bucket at 2^b. Beyond the last point the model's shape carries the ratio.
 // The last size is past the caches (data streams from memory, where the
 // model's large-data rates are least sure): only the algorithms that timed
-// close to the fastest at the size before are timed there, at most three.
+// close to the fastest at the size before are timed there, at most three,
+// and only where one round of them fits the size's budget.
 constexpr std::size_t kLadder[] = {8, 4096, 65536, std::size_t{1} << 20, std::size_t{8} << 20};
 constexpr double kContenderWithin = 1.5;
 constexpr std::size_t kMaxContenders = 3;
@@ -92,6 +93,9 @@ Candidates worth_timing(const Selector& selector, const std::vector<std::string>
     c.round_us = 0;
     for (const std::size_t i : c.indices) c.round_us += predicted[i];
   }
+  // Past the caches only where it is cheap (memory inside a host): over a
+  // network a round of 8 MiB messages would take most of creation's budget.
+  if (last && c.round_us > kBudgetPerSizeUs) c = {};
   return c;
 }
 
