@@ -95,9 +95,11 @@ awk -v bare="$bare" -v ranks="$ranks" '
       b = order[i]; s = shm[b]
       f = (b in floor) ? sprintf("%.2f", floor[b]) : "-"
       a = (b in aut) ? sprintf("%.2f", aut[b]) : "-"
-      printf "%12s %10s %10.2f %10.2f %10.2f %10s  %-22s %8.2f %8.2f %9s %9.2f\n", b, f, mpi[b], ucx[b], s, a,
-             algo[b], mpi[b] / s, ucx[b] / s, (b in floor) ? sprintf("%.2f", s / floor[b]) : "-", b / s / 1e3
-      if (b <= 1048576) { worst("ucx", ucx[b] / s, b); worst("mpi", mpi[b] / s, b) }
+      m = (b in mpi) ? sprintf("%.2f", mpi[b]) : "-"
+      printf "%12s %10s %10s %10.2f %10.2f %10s  %-22s %8s %8.2f %9s %9.2f\n", b, f, m, ucx[b], s, a,
+             algo[b], (b in mpi) ? sprintf("%.2f", mpi[b] / s) : "-", ucx[b] / s,
+             (b in floor) ? sprintf("%.2f", s / floor[b]) : "-", b / s / 1e3
+      if (b <= 1048576) { worst("ucx", ucx[b] / s, b); if (b in mpi) worst("mpi", mpi[b] / s, b) }
       if (b >= 4194304) {
         if (b in best) worst("best", best[b] / s, b)
         if ((b in floor) && ranks == 2) worst("floor", floor[b] / s, b)

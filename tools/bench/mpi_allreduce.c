@@ -23,6 +23,12 @@ static int cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* The next size of the ladder; its last step lands on maxb, as comm-bench's does. */
+static size_t next_size(size_t b, double factor, size_t maxb) {
+  size_t next = (size_t)(b * factor) > b ? (size_t)(b * factor) : b + 1;
+  return b < maxb && next > maxb ? maxb : next;
+}
+
 int main(int argc, char** argv) {
   size_t minb = 8, maxb = 64u << 20;
   double factor = 4;
@@ -40,7 +46,7 @@ int main(int argc, char** argv) {
   float* out = malloc(maxb > 4 ? maxb : 4);
   for (i = 0; i < (int)(maxb / 4); ++i) in[i] = (float)(rank + 1), out[i] = 0;
   if (rank == 0) printf("# MPI_Allreduce, %d ranks, f32 sum: median of the slowest rank's time between barriers\n#      bytes   time_us  busbw_GBps\n", size);
-  for (size_t b = minb; b <= maxb; b = (size_t)(b * factor) > b ? (size_t)(b * factor) : b + 1) {
+  for (size_t b = minb; b <= maxb; b = next_size(b, factor, maxb)) {
     const int count = (int)(b / 4);
     const int n = b > (4u << 20) ? (iters * (int)((4u << 20) / 1024) / (int)(b / 1024) > 10 ? iters * (int)((4u << 20) / 1024) / (int)(b / 1024) : 10) : iters;
     double* t = malloc(sizeof(double) * (size_t)n);
