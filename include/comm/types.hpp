@@ -43,8 +43,21 @@ enum class Collective : std::uint8_t {
 /// Physical kind of the link between two ranks, as reported by the transport.
 enum class LinkKind : std::uint8_t { self, shm, pcie, nvlink, nvswitch, tcp, ib };
 
-/// Number of bytes of one element of `t`.
-COMM_API std::size_t dtype_size(DataType t) noexcept;
+/// Number of bytes of one element of `t`. Inline: every call's validation
+/// and byte count asks it, several times per collective.
+constexpr std::size_t dtype_size(DataType t) noexcept {
+  switch (t) {
+    case DataType::f64:
+    case DataType::i64: return 8;
+    case DataType::f32:
+    case DataType::i32: return 4;
+    case DataType::f16:
+    case DataType::bf16: return 2;
+    case DataType::i8:
+    case DataType::u8: return 1;
+  }
+  return 1;
+}
 /// True for f32, f64, f16, bf16.
 COMM_API bool is_floating(DataType t) noexcept;
 

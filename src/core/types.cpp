@@ -7,20 +7,6 @@
 
 namespace comm {
 
-std::size_t dtype_size(DataType t) noexcept {
-  switch (t) {
-    case DataType::f64:
-    case DataType::i64: return 8;
-    case DataType::f32:
-    case DataType::i32: return 4;
-    case DataType::f16:
-    case DataType::bf16: return 2;
-    case DataType::i8:
-    case DataType::u8: return 1;
-  }
-  return 1;
-}
-
 bool is_floating(DataType t) noexcept {
   switch (t) {
     case DataType::f32:
