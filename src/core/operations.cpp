@@ -111,8 +111,11 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     op->state = Operation::State::failed;
     op->code = e.code();
     op->message = op->describe() + ": " + e.what();
+    int cause = cause_of(e);
+    if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
+      cause = name_cause(op->message);
     recorder_.update(op->id, OpState::failed, 0, 1, op->message);
-    if (!e.is_usage()) fail_all(e.code(), op->message, op.get(), cause_of(e));
+    if (!e.is_usage()) fail_all(e.code(), op->message, op.get(), cause);
     throw Error(op->code, op->message);
   }
   if (op->state == Operation::State::done) {
@@ -313,6 +316,18 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
                  (cause == f->rank ? "" : " (as rank " + std::to_string(f->rank) + " reports)") + ": " + f->message,
              &op, cause);
   }
+}
+
+// A peer failure whose error names no rank (a native collective's "connection
+// reset by peer", a direct-memory wait that saw a peer go): what the store and
+// the launcher say died first is appended to `message`, as creation does.
+// Returns that rank, or -1 when nothing is known within a second.
+int CommunicatorImpl::name_cause(std::string& message) {
+  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, std::chrono::milliseconds(1000));
+  if (c.rank < 0 || c.rank == rank_) return -1;
+  message += "; the cause: rank " + std::to_string(c.rank) + " failed first (" +
+             (c.source == Culprit::Source::note ? c.note.message : c.reason) + ")";
+  return c.rank;
 }
 
 // An operation failed because of `peer` (its connection closed, a message
