@@ -158,12 +158,24 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
             std::this_thread::sleep_for(10ms);
           } while (std::chrono::steady_clock::now() < until);
         } catch (const Error& e) {
-          // The store is unreachable: the process hosting it (root rank 0) is gone.
-          if (e.code() == ErrorCode::store_failure && comm_rank(0) >= 0 && comm_rank(0) != self) {
+          // The store is unreachable: the process hosting it (root rank 0) is
+          // gone. It may have left only because another rank died first, after
+          // waiting a while for the others to read why: what this host's
+          // launcher saw die is still on disk, and comes first.
+          if (e.code() == ErrorCode::store_failure) {
             c = Culprit{};
-            c.source = Culprit::Source::store_gone;
-            c.rank = comm_rank(0);
-            c.reason = e.what();
+            for (const ExitNote& n : launcher_exit_notes())
+              if (const int mine = comm_rank(n.root_rank); mine >= 0 && mine != self) {
+                c.source = Culprit::Source::launcher;
+                c.rank = mine;
+                c.reason = "the launcher reports that " + n.what;
+                break;
+              }
+            if (c.rank < 0 && comm_rank(0) >= 0 && comm_rank(0) != self) {
+              c.source = Culprit::Source::store_gone;
+              c.rank = comm_rank(0);
+              c.reason = e.what();
+            }
           }
         }
         std::lock_guard lk(shared->mu);
