@@ -15,6 +15,11 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <unistd.h>
+#include <vector>
 #include <functional>
 #include <string>
 #include <thread>
@@ -160,4 +165,50 @@ TEST_CASE("watchful store: an expired wait names the rank that should have set t
   CHECK(msg.find("rank 3, rank 1 have not joined") != std::string::npos);
   CHECK(comm::detail::key_rank("c1/ofi/host/12") == 12);
   CHECK_FALSE(comm::detail::key_rank("c1/tuning/agreed").has_value());
+}
+
+namespace {
+
+// A store whose server is gone: every request fails as the TCP client's do then.
+class GoneStore final : public comm::Store {
+ public:
+  void set(const std::string&, const std::string&) override { gone(); }
+  std::string get(const std::string&, std::chrono::milliseconds) override { gone(); }
+  void wait(const std::vector<std::string>&, std::chrono::milliseconds) override { gone(); }
+  std::int64_t add(const std::string&, std::int64_t) override { gone(); }
+  bool check(const std::string&) override { gone(); }
+  bool erase(const std::string&) override { gone(); }
+
+ private:
+  [[noreturn]] static void gone() {
+    throw comm::Error(comm::ErrorCode::store_failure, "store check: lost the connection to the store (connection closed)");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("culprit: with the store gone, the launcher's note of a death comes before blaming the store's host") {
+  char tmpl[] = "/tmp/comm-exit-notes-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  ::setenv("COMM_EXIT_NOTES", dir.c_str(), 1);
+  auto store = std::make_shared<GoneStore>();
+  const std::vector<int> root_ranks{0, 1, 2, 3, 4};
+  // No note: the store's host (rank 0) is all there is to blame.
+  comm::detail::Culprit none = comm::detail::find_culprit(store, nullptr, root_ranks, 1, 4, 200ms);
+  CHECK(none.source == comm::detail::Culprit::Source::store_gone);
+  CHECK(none.rank == 0);
+  // The launcher saw rank 4 killed: rank 4 it is, although the store is gone too.
+  {
+    std::FILE* f = std::fopen((dir + "/4").c_str(), "w");
+    REQUIRE(f);
+    std::fputs("1 rank 4 was killed by signal SIGKILL (9)\n", f);
+    std::fclose(f);
+  }
+  comm::detail::Culprit c = comm::detail::find_culprit(store, nullptr, root_ranks, 1, 4, 200ms);
+  CHECK(c.source == comm::detail::Culprit::Source::launcher);
+  CHECK(c.rank == 4);
+  CHECK(c.reason.find("rank 4 was killed") != std::string::npos);
+  ::unsetenv("COMM_EXIT_NOTES");
+  std::remove((dir + "/4").c_str());
+  ::rmdir(dir.c_str());
 }
