@@ -126,8 +126,19 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
     const auto it = std::find(root_ranks.begin(), root_ranks.end(), root_rank);
     return it == root_ranks.end() ? -1 : static_cast<int>(it - root_ranks.begin());
   };
+  // The first death this host's launcher recorded (its exit notes), if any.
+  const auto launcher_saw = [comm_rank, self](Culprit& c) {
+    for (const ExitNote& n : launcher_exit_notes())
+      if (const int mine = comm_rank(n.root_rank); mine >= 0 && mine != self) {
+        c.source = Culprit::Source::launcher;
+        c.rank = mine;
+        c.reason = "the launcher reports that " + n.what;
+        return true;
+      }
+    return false;
+  };
   run_bounded(
-      [store = std::move(store), root = std::move(root), self, peer, shared, until, comm_rank] {
+      [store = std::move(store), root = std::move(root), self, peer, shared, until, comm_rank, launcher_saw] {
         Culprit c;
         try {
           do {
@@ -137,14 +148,7 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
               c.rank = c.note.culprit();
               break;
             }
-            for (const ExitNote& n : launcher_exit_notes())
-              if (const int mine = comm_rank(n.root_rank); mine >= 0 && mine != self) {
-                c.source = Culprit::Source::launcher;
-                c.rank = mine;
-                c.reason = "the launcher reports that " + n.what;
-                break;
-              }
-            if (c.source == Culprit::Source::launcher) break;
+            if (launcher_saw(c)) break;
             if (root && root->check(std::string(kLostRanksKey))) {
               for (int r : parse_lost_ranks(root->get(std::string(kLostRanksKey), 1s))) {
                 const int mine = comm_rank(r);
@@ -164,14 +168,7 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
           // launcher saw die is still on disk, and comes first.
           if (e.code() == ErrorCode::store_failure) {
             c = Culprit{};
-            for (const ExitNote& n : launcher_exit_notes())
-              if (const int mine = comm_rank(n.root_rank); mine >= 0 && mine != self) {
-                c.source = Culprit::Source::launcher;
-                c.rank = mine;
-                c.reason = "the launcher reports that " + n.what;
-                break;
-              }
-            if (c.rank < 0 && comm_rank(0) >= 0 && comm_rank(0) != self) {
+            if (!launcher_saw(c) && comm_rank(0) >= 0 && comm_rank(0) != self) {
               c.source = Culprit::Source::store_gone;
               c.rank = comm_rank(0);
               c.reason = e.what();
