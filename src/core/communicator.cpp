@@ -132,17 +132,12 @@ void CommunicatorImpl::log_choices(std::string_view transport_why, std::string_v
 void CommunicatorImpl::creation_failed(const std::exception& e) {
   const auto* err = dynamic_cast<const Error*>(&e);
   int cause = err ? cause_of(*err) : -1;
-  std::string why;
+  std::string message = e.what();
+  bool named = false;
   if (cause < 0 && err && !err->is_usage()) {
-    const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, std::chrono::milliseconds(300));
-    if (c.rank >= 0 && c.rank != rank_) {
-      cause = c.rank;
-      why = c.source == Culprit::Source::note ? c.note.message : c.reason;
-    }
+    cause = name_cause(message, std::chrono::milliseconds(300));
+    named = cause >= 0;
   }
-  const std::string message =
-      why.empty() ? std::string(e.what())
-                  : std::string(e.what()) + "; the cause: rank " + std::to_string(cause) + " failed first (" + why + ")";
   // The others may be waiting for this rank's keys: tell them why it is not
   // coming (they quote it), before the process may exit.
   publish_failure(store_, rank_, err ? err->code() : ErrorCode::internal,
@@ -151,7 +146,7 @@ void CommunicatorImpl::creation_failed(const std::exception& e) {
   // the others have read why, or they would blame its host.
   if (lineage_.root_ranks[static_cast<std::size_t>(rank_)] == 0)
     linger_until_peers_failed(*plain_store_, lineage_.root.get(), rank_, lineage_.root_ranks, std::chrono::seconds(2));
-  if (!why.empty()) throw PeerError(err->code(), message, cause);
+  if (named) throw PeerError(err->code(), message, cause);
   throw;
 }
 

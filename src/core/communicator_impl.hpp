@@ -111,7 +111,7 @@ class CommunicatorImpl {
   std::pair<std::string, int> explain_timeout(const Operation& op, const std::vector<int>& peers);
   void diagnose_stall(Operation& op);
   void fail_from_run(Operation& op);
-  int name_cause(std::string& message);
+  int name_cause(std::string& message, std::chrono::milliseconds budget);
   void remember_call(const Operation& op);
   void check_consistency(const Call& call, std::string_view algorithm);
   std::shared_ptr<Operation> acquire_operation();

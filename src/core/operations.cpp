@@ -113,7 +113,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     op->message = op->describe() + ": " + e.what();
     int cause = cause_of(e);
     if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
-      cause = name_cause(op->message);
+      cause = name_cause(op->message, std::chrono::milliseconds(1000));
     recorder_.update(op->id, OpState::failed, 0, 1, op->message);
     if (!e.is_usage()) fail_all(e.code(), op->message, op.get(), cause);
     throw Error(op->code, op->message);
@@ -320,10 +320,10 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
 
 // A peer failure whose error names no rank (a native collective's "connection
 // reset by peer", a direct-memory wait that saw a peer go): what the store and
-// the launcher say died first is appended to `message`, as creation does.
-// Returns that rank, or -1 when nothing is known within a second.
-int CommunicatorImpl::name_cause(std::string& message) {
-  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, std::chrono::milliseconds(1000));
+// the launcher say died first is appended to `message` (creation_failed uses
+// it too). Returns that rank, or -1 when nothing is known within `budget`.
+int CommunicatorImpl::name_cause(std::string& message, std::chrono::milliseconds budget) {
+  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, budget);
   if (c.rank < 0 || c.rank == rank_) return -1;
   message += "; the cause: rank " + std::to_string(c.rank) + " failed first (" +
              (c.source == Culprit::Source::note ? c.note.message : c.reason) + ")";
