@@ -25,6 +25,12 @@ struct PeerInfo {
   std::string host;
   std::string hostname;  ///< for messages
   std::int64_t pid = 0;
+  /// With `pid`, tells this process from a later one reusing its pid: its
+  /// start time since boot in clock ticks (/proc/<pid>/stat field 22).
+  std::uint64_t start_ticks = 0;
+  /// The pid namespace ("pid:[4026531836]"): a pid means something to
+  /// another rank only in the same one ("" if unreadable).
+  std::string pid_namespace;
   int device = -1;       ///< Config::device (CUDA ordinal) if set, else -1
   int host_index = 0;    ///< index of this rank's host in PeerTable::hosts
   int local_rank = 0;    ///< position among the ranks of its host, in rank order
@@ -45,6 +51,12 @@ struct COMM_API PeerTable {
   /// The ranks sharing `rank`'s host (including it), ascending.
   const std::vector<int>& host_ranks(int rank) const {
     return hosts.at(static_cast<std::size_t>((*this)[rank].host_index));
+  }
+  /// `b`'s pid names the same process to `a` (same host, same pid
+  /// namespace), so `a` can tell from /proc whether `b` is still alive.
+  bool pid_visible(int a, int b) const {
+    const PeerInfo &pa = (*this)[a], &pb = (*this)[b];
+    return same_host(a, b) && !pa.pid_namespace.empty() && pa.pid_namespace == pb.pid_namespace;
   }
   /// Every rank is a thread of one process.
   bool one_process() const;

@@ -106,11 +106,15 @@ class CommunicatorImpl {
   bool progress_all();
   // Fails every running operation; `cause` is the rank blamed (-1: none).
   void fail_all(ErrorCode code, const std::string& message, Operation* culprit, int cause = -1) noexcept;
-  void check_deadlines(Clock::time_point now);
+  void check_deadlines(Clock::time_point now);  // and check_local_peers
+  void check_local_peers(Clock::time_point now);
   // For a timed-out op: text naming the ranks that hold it up, and the one to blame (-1: none).
   std::pair<std::string, int> explain_timeout(const Operation& op, const std::vector<int>& peers);
   void diagnose_stall(Operation& op);
   void fail_from_run(Operation& op);
+  // Fails `op` (and every other) for a failure seen through `peer`, naming
+  // whom the store says is to blame (see fail_from_run).
+  void fail_through(Operation& op, ErrorCode code, std::string message, int peer);
   int name_cause(std::string& message, std::chrono::milliseconds budget);
   void remember_call(const Operation& op);
   void check_consistency(const Call& call, std::string_view algorithm);
@@ -161,6 +165,7 @@ class CommunicatorImpl {
   std::array<RecentCall, 16> recent_calls_{};
   std::unique_ptr<StallProbe> stall_probe_;  // of the operation being waited for
   std::chrono::milliseconds stall_after_{1000};
+  Clock::time_point next_liveness_check_{};  // see check_local_peers
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;

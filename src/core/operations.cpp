@@ -8,6 +8,7 @@
 #include "engine/tags.hpp"
 #include "util/coarse_clock.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -225,7 +226,36 @@ void CommunicatorImpl::fail_all(ErrorCode code, const std::string& message, Oper
   if (first && !config_.dump_dir.empty()) dump_flight_recorder(std::string(to_string(code)));
 }
 
+// A same-host peer whose process is gone can never answer, and not every
+// transport notices: UCX over shared memory reports a dead peer only when a
+// rendezvous read touches its memory, so ranks waiting for an eager message
+// from it would wait out their timeout. Once an operation has waited
+// stall_after_, the processes of same-host peers are looked up in /proc
+// (every kLivenessPeriod), which costs nothing while calls complete.
+void CommunicatorImpl::check_local_peers(Clock::time_point now) {
+  if (now < next_liveness_check_ || peers_->host_ranks(rank_).size() < 2) return;
+  Operation* stalled = nullptr;
+  for (auto& op : active_)
+    if (now - op->started >= stall_after_) stalled = op.get();
+  if (!stalled) return;
+  constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+  next_liveness_check_ = now + kLivenessPeriod;
+  const PeerTable& t = *peers_;
+  for (int r : t.host_ranks(rank_)) {
+    const PeerInfo& p = t[r];
+    if (r == rank_ || t.same_process(rank_, r) || !t.pid_visible(rank_, r) ||
+        process_alive(static_cast<long>(p.pid), p.start_ticks))
+      continue;
+    fail_through(*stalled, ErrorCode::peer_failed,
+                 stalled->describe() + ": rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) +
+                     ", on this host) has exited",
+                 r);
+    return;
+  }
+}
+
 void CommunicatorImpl::check_deadlines(Clock::time_point now) {
+  check_local_peers(now);
   for (auto& op : active_) {
     if (now < op->deadline) continue;
     const auto peers = op->run->waiting_on();
@@ -331,15 +361,17 @@ int CommunicatorImpl::name_cause(std::string& message, std::chrono::milliseconds
 }
 
 // An operation failed because of `peer` (its connection closed, a message
-// failed, or the transport named it as the cause). The error names whom the
+// failed, the transport named it as the cause, or its process is gone). The
+// error names whom the
 // store says is to blame (core/peer_notes.hpp find_culprit): what `peer`
 // blamed when it failed first, or the rank the store server saw die, or the
 // store's host when the store itself is gone; a rank that merely left
 // because another one died is never taken for the culprit.
 void CommunicatorImpl::fail_from_run(Operation& op) {
-  ErrorCode code = op.run->error_code();
-  std::string message = op.describe() + ": " + op.run->error_message();
-  const int peer = op.run->error_peer();
+  fail_through(op, op.run->error_code(), op.describe() + ": " + op.run->error_message(), op.run->error_peer());
+}
+
+void CommunicatorImpl::fail_through(Operation& op, ErrorCode code, std::string message, int peer) {
   if (peer < 0 || peer == rank_ || code == ErrorCode::mismatch)
     return fail_all(code, message, &op, code == ErrorCode::mismatch ? -1 : peer);
   const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, peer, std::chrono::milliseconds(1000));

@@ -4,6 +4,8 @@
 
 #include <comm/error.hpp>
 
+#include "util/process.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,25 +99,29 @@ PeerInfo describe_self(const Config& config) {
       if (std::string fake = g_host_override(config); !fake.empty()) p.host = p.hostname = fake;
   }
   p.pid = static_cast<std::int64_t>(::getpid());
+  if (const auto st = detail::read_process_stat(static_cast<long>(p.pid))) p.start_ticks = st->start_ticks;
+  p.pid_namespace = detail::pid_namespace();
   p.device = config.device;
   return p;
 }
 
 // One field per line; host identities and hostnames hold no newlines.
 std::string serialize_peer(const PeerInfo& p) {
-  return p.host + '\n' + p.hostname + '\n' + std::to_string(p.pid) + '\n' + std::to_string(p.device) + '\n';
+  return p.host + '\n' + p.hostname + '\n' + std::to_string(p.pid) + '\n' + std::to_string(p.device) + '\n' +
+         std::to_string(p.start_ticks) + '\n' + p.pid_namespace + '\n';
 }
 
 PeerInfo parse_peer(const std::string& text, int from) {
   std::istringstream in(text);
   PeerInfo p;
-  std::string pid, device;
+  std::string pid, device, start_ticks;
   const auto number = [&](const std::string& s, auto& out) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc{} && end == s.data() + s.size();
   };
   if (!std::getline(in, p.host) || !std::getline(in, p.hostname) || !std::getline(in, pid) ||
-      !std::getline(in, device) || !number(pid, p.pid) || !number(device, p.device))
+      !std::getline(in, device) || !std::getline(in, start_ticks) || !std::getline(in, p.pid_namespace) ||
+      !number(pid, p.pid) || !number(device, p.device) || !number(start_ticks, p.start_ticks))
     throw Error(ErrorCode::store_failure, "peer exchange: malformed entry from rank " + std::to_string(from) +
                                               " (is it running another version of comm?)");
   return p;

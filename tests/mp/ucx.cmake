@@ -28,6 +28,14 @@ foreach(tls shm tcp)
     COMMAND comm-ucx-p2p fault --kill 1)
 endforeach()
 
+# Rank 0 (which hosts the store) dies in the first all-reduce while the
+# others wait in tree's step 0 for its eager message: UCX over shared memory
+# does not notice (no operation touches the dead peer's memory), so only the
+# communicator's check of same-host pids can end the wait, naming rank 0.
+comm_mp_test(NAME mp_ucx_fault_silent_shm_3 RANKS 3 LABELS mp ucx TIMEOUT 120
+  ENV ${COMM_UCX_ENV_shm} COMM_ALGO=allreduce=tree COMMRUN_ARGS --allow-fail 0 --timeout 20
+  COMMAND comm-mp-suite --kill-rank 0 --kill-after 0 --linger)
+
 # Two local ranks: shared memory under UCX_TLS=shm, with the UCX transport named.
 comm_mp_test(NAME mp_ucx_links_shm RANKS 2 LABELS mp ucx TIMEOUT 60
   ENV ${COMM_UCX_ENV_shm} COMMAND comm-ucx-p2p links --expect-kind shm --expect-lane "sysv/|posix/|xpmem/")

@@ -95,19 +95,35 @@ TEST_CASE("peer table: hosts group ranks in rank order, hosts ordered by their l
   CHECK(table_of({{"x", 7}, {"x", 7}}).one_process());
 }
 
+TEST_CASE("peer table: a pid means something only on the same host in the same pid namespace") {
+  PeerTable t = table_of({{"a", 10}, {"a", 11}, {"a", 12}, {"b", 13}});
+  for (PeerInfo& p : t.peers) p.pid_namespace = "pid:[1]";
+  t.peers[2].pid_namespace = "pid:[2]";  // a container sharing the host's network
+  CHECK(t.pid_visible(0, 1));
+  CHECK_FALSE(t.pid_visible(0, 2));
+  CHECK_FALSE(t.pid_visible(0, 3));
+  t.peers[1].pid_namespace.clear();  // unreadable: never trusted
+  t.peers[0].pid_namespace.clear();
+  CHECK_FALSE(t.pid_visible(0, 1));
+}
+
 TEST_CASE("peer table: entries round-trip through the store format; a malformed one names its rank") {
   PeerInfo p;
   p.host = "node7|boot|net:[4026531840]";
   p.hostname = "node7";
   p.pid = 123456789012;
   p.device = 3;
+  p.start_ticks = 987654321;
+  p.pid_namespace = "pid:[4026531836]";
   const PeerInfo q = comm::detail::parse_peer(comm::detail::serialize_peer(p), 5);
   CHECK(q.host == p.host);
   CHECK(q.hostname == p.hostname);
   CHECK(q.pid == p.pid);
   CHECK(q.device == 3);
+  CHECK(q.start_ticks == 987654321);
+  CHECK(q.pid_namespace == "pid:[4026531836]");
   try {
-    comm::detail::parse_peer("node7\nnode7\nnot-a-pid\n-1\n", 5);
+    comm::detail::parse_peer("node7\nnode7\nnot-a-pid\n-1\n0\npid:[1]\n", 5);
     FAIL("a malformed entry was accepted");
   } catch (const comm::Error& e) {
     CHECK(std::string(e.what()).find("rank 5") != std::string::npos);
@@ -122,6 +138,8 @@ TEST_CASE("peer table: ranks as threads form one host and one process, and defau
     CHECK(t.one_process());
     CHECK(t[c.rank()].local_rank == c.rank());
     CHECK(t[c.rank()].pid == ::getpid());
+    CHECK(t[c.rank()].start_ticks > 0);
+    CHECK(t.pid_visible(c.rank(), (c.rank() + 1) % 4));
     CHECK(c.transport_name() == "local");
   });
 }
