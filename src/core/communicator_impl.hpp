@@ -97,9 +97,10 @@ class CommunicatorImpl {
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);
-  // resolve_algorithm and engine_for for a collective, answered from the last
-  // call when this one repeats it (what they answer is fixed for the
-  // communicator's life: a decode loop pays for them once).
+  // resolve_algorithm and engine_for for a collective, answered from that
+  // collective's last call when this one repeats it (what they answer is
+  // fixed for the communicator's life: a decode loop that alternates
+  // collectives pays for them once per collective).
   std::pair<std::string_view, Engine*> resolve(const Call& call);
   void check_usable() const;
   void check_memory(const Call& call) const;
@@ -139,13 +140,12 @@ class CommunicatorImpl {
   std::unique_ptr<Engine> native_engine_;
   std::unique_ptr<direct::DirectEngine> direct_engine_;  // peer memory, when offered
   struct Resolved {
-    Collective collective = Collective::barrier;
     std::size_t bytes = 0;
     std::string asked;  // CallOptions::algorithm ("" or "auto": the selector's choice)
     std::string_view algorithm;
     Engine* engine = nullptr;
   };
-  Resolved last_resolved_;
+  std::array<Resolved, std::size(kAllCollectives)> last_resolved_{};  // by collective
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_internal_seq_ = 0;

@@ -130,12 +130,10 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
 
 std::pair<std::string_view, Engine*> CommunicatorImpl::resolve(const Call& call) {
   const std::string_view asked = call.options ? std::string_view(call.options->algorithm) : std::string_view{};
-  Resolved& last = last_resolved_;
-  if (last.engine && last.collective == call.collective && last.bytes == call.bytes() && last.asked == asked)
-    return {last.algorithm, last.engine};
+  Resolved& last = last_resolved_[static_cast<std::size_t>(call.collective)];
+  if (last.engine && last.bytes == call.bytes() && last.asked == asked) return {last.algorithm, last.engine};
   const std::string_view algorithm = resolve_algorithm(call);
   Engine& engine = engine_for(call, algorithm);
-  last.collective = call.collective;
   last.bytes = call.bytes();
   last.asked = asked;
   last.algorithm = algorithm;

@@ -22,9 +22,8 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
 
 const DirectAlgorithm* DirectEngine::find(Collective c, std::string_view name) const {
   // The communicator hands the same name (its selector's string) while calls repeat.
-  if (checked_.algorithm && checked_.algorithm->collective == c && checked_.name.data() == name.data() &&
-      checked_.name.size() == name.size())
-    return checked_.algorithm;
+  const Checked& last = checked_[static_cast<std::size_t>(c)];
+  if (last.algorithm && last.name.data() == name.data() && last.name.size() == name.size()) return last.algorithm;
   return find_direct_algorithm(c, name);
 }
 
@@ -106,17 +105,18 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
                                             "): the windows hold " + std::string(to_string(info_.memory)) +
                                             " memory, the buffers are " + std::string(to_string(call.memory)));
   const std::size_t esize = dtype_size(call.dtype);
-  const Checked now{a, algorithm, call.count, esize, call.root};
-  if (checked_.algorithm == a && checked_.count == now.count && checked_.elem_size == esize &&
-      checked_.root == now.root)
+  Checked& last = checked_[static_cast<std::size_t>(call.collective)];
+  if (last.algorithm == a && last.count == call.count && last.elem_size == esize && last.root == call.root) {
+    last.name = algorithm;
     return;
+  }
   if (!eligible(*a, call.count, esize, call.root))
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +
                                             std::string(a->name) + "' does not fit " +
                                             std::to_string(call.count * esize) + " B per rank in windows of " +
                                             std::to_string(info_.window_bytes) +
                                             " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
-  checked_ = now;
+  last = Checked{a, algorithm, call.count, esize, call.root, nullptr};
 }
 
 void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
@@ -138,7 +138,10 @@ void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
 
 void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   const std::size_t esize = dtype_size(call.dtype);
-  const Plan& p = plan(a, call.count, esize, call.root);
+  Checked& last = checked_[static_cast<std::size_t>(a.collective)];
+  const bool repeat = last.algorithm == &a && last.count == call.count && last.elem_size == esize && last.root == call.root;
+  const Plan& p = repeat && last.plan ? *last.plan : plan(a, call.count, esize, call.root);
+  if (repeat) last.plan = &p;
   HostCall h;
   h.rank = rank_;
   h.call_word = call_word(call.signature, static_cast<std::size_t>(&a - all_direct_algorithms().data()), call.count);

@@ -88,14 +88,17 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::size_t recent_next_ = 0;
   std::vector<std::byte> input_copy_;
   std::vector<std::vector<std::byte*>> windows_;  // [slot][rank]: fixed for the engine's life
-  // The last call check() passed, for start() (the same call, right after).
+  // Per collective, the last call check() passed, for start() (the same
+  // call, right after) and for the calls that repeat it: a decode loop that
+  // alternates collectives looks up names, eligibility and plans once each.
   struct Checked {
     const DirectAlgorithm* algorithm = nullptr;
     std::string_view name;  // as the caller named it
     std::size_t count = 0, elem_size = 0;
     int root = 0;
+    const Plan* plan = nullptr;  // plan(algorithm, count, elem_size, root), once run
   };
-  mutable Checked checked_;
+  mutable std::array<Checked, std::size(kAllCollectives)> checked_{};
   const DirectAlgorithm* find(Collective c, std::string_view name) const;
   std::vector<FlagWait> guard_;
   std::vector<FlagWait> wait_buffer_;
