@@ -15,7 +15,9 @@
 #include <csignal>
 #include <pthread.h>
 #include <sched.h>
+#include <mutex>
 #include <system_error>
+#include <thread>
 #include <unistd.h>
 
 namespace comm {
@@ -206,8 +208,7 @@ GlooTransport::GlooTransport(const TransportInit& init)
     context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     // Pairs copy the context timeout when connectFullMesh creates them.
     context_->setTimeout(timeout_);
-    StoreAdapter adapter(store, timeout_);
-    context_->connectFullMesh(adapter, device_);
+    connect_watched(store);
   } catch (...) {
     throw translate_current_exception("gloo transport: rank " + me + " of " + std::to_string(size_) +
                                       " connecting from " + address);
@@ -222,6 +223,57 @@ GlooTransport::GlooTransport(const TransportInit& init)
   }
   COMM_INFO("gloo transport: rank " << rank_ << "/" << size_ << " on " << address << " ("
                                     << (one_host ? "all ranks on this host" : "several hosts") << ")");
+}
+
+// Gloo's connectFullMesh cannot be interrupted, and a peer that dies after
+// publishing its address leaves it retrying the connection until its own
+// timeout (minutes at the default COMM_TIMEOUT). So it runs on a thread of
+// its own, which owns what it uses, while this one waits in the store for
+// every rank to say it connected: the communicator's store ends that wait as
+// soon as a rank fails, dies or is reported ended by the launcher, naming it.
+// The abandoned thread ends at Gloo's timeout and frees what it holds.
+void GlooTransport::connect_watched(const std::shared_ptr<Store>& store) {
+  struct Attempt {
+    std::mutex mu;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  const std::string mine = "connected/" + std::to_string(rank_);
+  std::thread connect([context = context_, device = device_, store, timeout = timeout_, attempt, mine]() mutable {
+    try {
+      StoreAdapter adapter(store, timeout);
+      context->connectFullMesh(adapter, device);
+      store->set(mine, "1");
+    } catch (...) {
+      std::lock_guard lk(attempt->mu);
+      attempt->error = std::current_exception();
+    }
+    std::lock_guard lk(attempt->mu);
+    attempt->done = true;
+  });
+  std::vector<std::string> everyone;
+  for (int r = 0; r < size_; ++r) everyone.push_back("connected/" + std::to_string(r));
+  constexpr auto kSlice = std::chrono::milliseconds(250);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  try {
+    for (;;) {
+      {
+        std::lock_guard lk(attempt->mu);
+        if (attempt->error) std::rethrow_exception(attempt->error);
+      }
+      try {
+        store->wait(everyone, kSlice);
+        break;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::timeout || std::chrono::steady_clock::now() >= deadline) throw;
+      }
+    }
+  } catch (...) {
+    connect.detach();
+    throw;
+  }
+  connect.join();
 }
 
 GlooTransport::~GlooTransport() {

@@ -155,6 +155,7 @@ class GlooTransport final : public Transport {
   std::chrono::milliseconds backstop_;
   std::vector<std::string> peer_address_;  ///< address each rank's Gloo device listens on
   std::vector<bool> same_host_;
+  void connect_watched(const std::shared_ptr<Store>& store);  // see gloo_transport.cpp
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   GlooNative native_;
