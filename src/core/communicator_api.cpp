@@ -272,12 +272,15 @@ Work Communicator::ibarrier(const CallOptions& opts) {
   return Work(impl().start(call));
 }
 
+// Blocking all-reduces that repeat the last one take the repeat path
+// (core/repeat_allreduce.cpp); the rest, and every check, go through iallreduce.
 void Communicator::allreduce(ConstView in, View out, ReduceOp op, const CallOptions& opts) {
+  if (impl_ && in.dtype == out.dtype && in.count == out.count && in.memory == MemoryKind::host &&
+      out.memory == MemoryKind::host && impl_->repeat_allreduce(in.data, out.data, in.count, in.dtype, op, opts))
+    return;
   iallreduce(in, out, op, opts).wait();
 }
-void Communicator::allreduce(View inout, ReduceOp op, const CallOptions& opts) {
-  iallreduce(inout, inout, op, opts).wait();
-}
+void Communicator::allreduce(View inout, ReduceOp op, const CallOptions& opts) { allreduce(inout, inout, op, opts); }
 void Communicator::reduce_scatter(ConstView in, View out, ReduceOp op, const CallOptions& opts) {
   ireduce_scatter(in, out, op, opts).wait();
 }

@@ -26,6 +26,7 @@
 
 namespace comm::direct {
 class DirectEngine;
+struct DirectAlgorithm;
 }
 
 namespace comm::detail {
@@ -58,6 +59,10 @@ class CommunicatorImpl {
   const std::vector<std::uint64_t>& bytes_sent() const noexcept { return bytes_sent_; }
 
   std::shared_ptr<Operation> start(const Call& call);
+  // A blocking all-reduce that repeats the last one (core/repeat_allreduce.cpp):
+  // runs it and returns true, or returns false for start() to take it.
+  bool repeat_allreduce(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                        const CallOptions& opts);
   // Progresses until `op` is no longer running or `limit` passes; throws the
   // operation's error if it failed. Returns true if it completed.
   bool wait(Operation& op, std::optional<Clock::time_point> limit = std::nullopt);
@@ -113,6 +118,10 @@ class CommunicatorImpl {
   std::pair<std::string, int> explain_timeout(const Operation& op, const std::vector<int>& peers);
   void diagnose_stall(Operation& op);
   void fail_from_run(Operation& op);
+  // An engine's start() threw for `op`: records and fails it (and, unless it
+  // was a usage error, the communicator), then throws the error it now has.
+  [[noreturn]] void fail_started(Operation& op, const Error& e);
+  void arm_repeat(const Call& call, const Operation& op);
   // Fails `op` (and every other) for a failure seen through `peer`, naming
   // whom the store says is to blame (see fail_from_run).
   void fail_through(Operation& op, ErrorCode code, std::string message, int peer);
@@ -146,6 +155,17 @@ class CommunicatorImpl {
     Engine* engine = nullptr;
   };
   std::array<Resolved, std::size(kAllCollectives)> last_resolved_{};  // by collective
+  // The last all-reduce when it ran on the direct engine, for repeat_allreduce:
+  // a call with the same count, dtype, op and algorithm request passes every
+  // check it passed and runs the same algorithm and plan.
+  struct Repeat {
+    bool armed = false;
+    std::size_t count = 0;
+    std::string asked;  // CallOptions::algorithm
+    const direct::DirectAlgorithm* algorithm = nullptr;
+    Operation op;  // its numbers and arguments; never pooled nor active
+  };
+  Repeat repeat_;
   std::uint64_t next_id_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_internal_seq_ = 0;

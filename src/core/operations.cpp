@@ -80,6 +80,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
     std::tie(algorithm, chosen) = resolve(call);
   }
   Engine& engine = *chosen;
+  if (call.collective == Collective::allreduce) repeat_.armed = false;
   engine.check(call, algorithm);
   if (config_.check && !call.internal && !call.p2p()) check_consistency(call, algorithm);
 
@@ -109,23 +110,28 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   try {
     engine.start(*op, call);
   } catch (const Error& e) {
-    op->state = Operation::State::failed;
-    op->code = e.code();
-    op->message = op->describe() + ": " + e.what();
-    int cause = cause_of(e);
-    if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
-      cause = name_cause(op->message, std::chrono::milliseconds(1000));
-    recorder_.update(op->id, OpState::failed, 0, 1, op->message);
-    if (!e.is_usage()) fail_all(e.code(), op->message, op.get(), cause);
-    throw Error(op->code, op->message);
+    fail_started(*op, e);
   }
   if (op->state == Operation::State::done) {
     recorder_.update(op->id, OpState::done, 1, 1);
+    if (call.collective == Collective::allreduce) arm_repeat(call, *op);
     return op;
   }
   active_.push_back(op);
   progress_all();
   return op;
+}
+
+void CommunicatorImpl::fail_started(Operation& op, const Error& e) {
+  op.state = Operation::State::failed;
+  op.code = e.code();
+  op.message = op.describe() + ": " + e.what();
+  int cause = cause_of(e);
+  if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
+    cause = name_cause(op.message, std::chrono::milliseconds(1000));
+  recorder_.update(op.id, OpState::failed, 0, 1, op.message);
+  if (!e.is_usage()) fail_all(e.code(), op.message, &op, cause);
+  throw Error(op.code, op.message);
 }
 
 std::pair<std::string_view, Engine*> CommunicatorImpl::resolve(const Call& call) {

@@ -1,15 +1,17 @@
 // comm-mp-mismatch: mismatched collectives across real processes, with
 // COMM_CHECK off (the default). Rank 0 all-reduces f32, rank 1 the same
 // number of bytes as i32 (then: sum against max; allreduce against
-// broadcast). Each rank must fail with ErrorCode::mismatch naming both calls
+// broadcast; "op-repeated": sum against max after five matching sums, so
+// that rank 0 takes the repeat path of a blocking all-reduce). Each rank must fail with ErrorCode::mismatch naming both calls
 // well before the 30 s timeout, and its buffer must be untouched: no rank
 // may take another call's bytes.
 //
-//   comm-mp-mismatch dtype|op|collective      (2 ranks under commrun)
+//   comm-mp-mismatch dtype|op|op-repeated|collective      (2 ranks under commrun)
 // Exit status: 0 as expected, 1 otherwise, 77 the transport is not available.
 
 #include <comm/comm.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -52,7 +54,15 @@ int main(int argc, char** argv) {
         c->allreduce(comm::view(f), comm::ReduceOp::sum, direct);
       else
         c->allreduce(comm::view(i), comm::ReduceOp::sum, direct);
-    } else if (kind == "op") {
+    } else if (kind == "op" || kind == "op-repeated") {
+      for (int k = 0; kind == "op-repeated" && k < 5; ++k) {
+        std::fill(f.begin(), f.end(), 2.0f);
+        c->allreduce(comm::view(f), comm::ReduceOp::sum);
+        if (f != std::vector<float>(64, 2.0f * static_cast<float>(c->size())))
+          return report(false, "rank " + std::to_string(rank) + ": matching all-reduce " + std::to_string(k) +
+                                   " gave " + std::to_string(f[0]));
+      }
+      std::fill(f.begin(), f.end(), 2.0f);
       mine = rank == 0 ? "sum" : "max";
       theirs = rank == 0 ? "max" : "sum";
       c->allreduce(comm::view(f), rank == 0 ? comm::ReduceOp::sum : comm::ReduceOp::max);

@@ -39,11 +39,12 @@ foreach(mode kill linger)
     ENV ${COMM_SHM_ENV} COMMRUN_ARGS --allow-fail 1
     COMMAND comm-mp-suite --kill-rank 1 --kill-after 5 ${extra})
 endforeach()
-# Mismatched calls through the direct engine (op; allreduce against broadcast)
-# fail with mismatch naming both calls, on both ranks, and move no data.
+# Mismatched calls through the direct engine (op, also after repeated calls
+# that take the repeat path; allreduce against broadcast) fail with mismatch
+# naming both calls, on both ranks, and move no data.
 # (The dtype case of comm-mp-mismatch forces the p2p 'direct' schedule: the
 # core's stall diagnosis, as for the other transports.)
-foreach(kind op collective)
+foreach(kind op op-repeated collective)
   comm_mp_test(NAME mp_mismatch_${kind}_shm RANKS 2 LABELS mp shm TIMEOUT 60
     ENV ${COMM_SHM_ENV} COMMAND $<TARGET_FILE:comm-mp-mismatch> ${kind})  # defined after this file
 endforeach()

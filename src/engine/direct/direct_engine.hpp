@@ -64,6 +64,8 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   double predict(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
                  const ComputeParams& compute) const;
 
+  // The algorithm `name` of collective `c` (null: none); cheap while calls repeat.
+  const DirectAlgorithm* find(Collective c, std::string_view name) const;
   // Runs `a` for this rank; throws comm::Error (usage errors before any flag moves).
   void run(const DirectAlgorithm& a, const DirectRun& call);
   std::uint64_t calls() const noexcept { return seq_; }
@@ -99,7 +101,6 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
     const Plan* plan = nullptr;  // plan(algorithm, count, elem_size, root), once run
   };
   mutable std::array<Checked, std::size(kAllCollectives)> checked_{};
-  const DirectAlgorithm* find(Collective c, std::string_view name) const;
   std::vector<FlagWait> guard_;
   std::vector<FlagWait> wait_buffer_;
 };

@@ -1,0 +1,77 @@
+// The repeat path of a blocking all-reduce: decode runs the same small
+// all-reduce dozens of times per token, and on the direct-memory engine the
+// general path's checks, lookups and bookkeeping cost more than the exchange
+// itself. A call that repeats the last all-reduce (same count, dtype, op and
+// algorithm request; host buffers) passed every check that one passed, so it
+// goes straight to the engine with the algorithm and plan it used. It keeps
+// what the general path guarantees: the same call numbering (every rank
+// numbers the same calls, whichever path each took), the flight record
+// written before anything waits, the recent-call notes for mismatch
+// diagnosis, and the same failure handling (fail_started).
+
+#include "core/communicator_impl.hpp"
+#include "engine/direct/direct_engine.hpp"
+#include "engine/tags.hpp"
+#include "util/coarse_clock.hpp"
+
+namespace comm::detail {
+
+void CommunicatorImpl::arm_repeat(const Call& call, const Operation& op) {
+  if (call.internal || !direct_engine_ || op.engine != direct_engine_.get() || call.memory != MemoryKind::host ||
+      config_.check)
+    return;
+  repeat_.algorithm = direct_engine_->find(call.collective, op.algorithm);
+  if (!repeat_.algorithm) return;
+  repeat_.count = call.count;
+  repeat_.asked = call.options ? call.options->algorithm : std::string();
+  Operation& r = repeat_.op;
+  r.collective = op.collective;
+  r.algorithm = op.algorithm;
+  r.signature = op.signature;
+  r.bytes = op.bytes;
+  r.dtype = op.dtype;
+  r.op = op.op;
+  r.root = op.root;
+  r.engine = op.engine;
+  repeat_.armed = true;
+}
+
+bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
+                                        const CallOptions& opts) {
+  Operation& o = repeat_.op;
+  if (!repeat_.armed || count != repeat_.count || dtype != o.dtype || op != o.op || (count > 0 && (!in || !out)) ||
+      opts.algorithm != repeat_.asked || failed_.load(std::memory_order_relaxed) ||
+      aborted_.load(std::memory_order_acquire))
+    return false;
+  o.id = next_id_++;
+  o.seq = next_seq_++;
+  o.timeout = opts.timeout.count() > 0 ? opts.timeout : config_.timeout;
+  o.started = util::coarse_now();
+  o.deadline = o.started + o.timeout;
+  o.state = Operation::State::running;
+  recorder_.record({o.id, o.seq, o.collective, o.algorithm, o.bytes, o.dtype, o.op, o.root, OpState::posted, 0, 0,
+                    recorder_.now_us(), -1, {}});
+  remember_call(o);
+  direct::DirectRun r;
+  r.signature = o.signature;
+  r.input = in;
+  r.output = out;
+  r.count = count;
+  r.in_bytes = r.out_bytes = o.bytes;
+  r.dtype = dtype;
+  r.op = op;
+  r.root = o.root;
+  r.deadline = o.deadline;
+  try {
+    direct_engine_->run(*repeat_.algorithm, r);
+  } catch (const Error& e) {
+    log::Scope log_scope(log_.get());
+    repeat_.armed = false;
+    fail_started(o, e);
+  }
+  o.state = Operation::State::done;
+  recorder_.update(o.id, OpState::done, 1, 1);
+  return true;
+}
+
+}  // namespace comm::detail
