@@ -101,7 +101,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   op->started = util::coarse_now();  // deadlines are seconds away: a tick's precision will do
   op->deadline = op->started + op->timeout;
   recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
-                    OpState::posted, 0, 0, recorder_.now_us(), -1, {}});
+                    OpState::posted, 0, 0, recorder_.us_at(op->started), -1, {}});
   if (!call.p2p() && !call.internal) {
     remember_call(*op);
     log_choice(*op, call);

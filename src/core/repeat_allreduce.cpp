@@ -50,7 +50,7 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   o.deadline = o.started + o.timeout;
   o.state = Operation::State::running;
   recorder_.record({o.id, o.seq, o.collective, o.algorithm, o.bytes, o.dtype, o.op, o.root, OpState::posted, 0, 0,
-                    recorder_.now_us(), -1, {}});
+                    recorder_.us_at(o.started), -1, {}});
   remember_call(o);
   direct::DirectRun r;
   r.signature = o.signature;

@@ -30,10 +30,6 @@ void FlightRecorder::resize(std::size_t capacity) {
 
 // Millisecond resolution is plenty for explaining hangs, and the coarse clock
 // keeps two clock reads per operation off the hot path (util/coarse_clock.hpp).
-double FlightRecorder::now_us() const {
-  return std::chrono::duration<double, std::micro>(util::coarse_now() - epoch_).count();
-}
-
 void FlightRecorder::record(const FlightRecord& r) {
   std::lock_guard lk(mu_);
   ring_[r.id & mask_] = r;

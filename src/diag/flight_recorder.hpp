@@ -49,7 +49,11 @@ class FlightRecorder {
               std::string_view error = {});
   // Writes the member "operations": [...] (oldest first) into the object `w` is in.
   void write_operations(json::Writer& w) const;
-  double now_us() const;
+  double now_us() const { return us_at(util::coarse_now()); }
+  // Microseconds from the recorder's epoch to `t` (a util::coarse_now() reading).
+  double us_at(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - epoch_).count();
+  }
 
  private:
   mutable util::SpinLock mu_;

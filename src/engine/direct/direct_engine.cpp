@@ -158,7 +158,9 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     h.input = input_copy_.data();
   }
   h.seq = ++seq_;
-  h.slot = static_cast<unsigned>(h.seq % info_.slots);
+  const unsigned previous_slot = slot_;
+  slot_ = slot_ + 1 == info_.slots ? 0 : slot_ + 1;  // seq_ % slots, without a division per call
+  h.slot = slot_;
   h.windows = windows_[h.slot].data();
   h.wait_buffer = wait_buffer_.data();
   h.wait_capacity = wait_buffer_.size();
@@ -167,7 +169,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     // writing the slot of two calls ago, know that every peer has moved on
     // from it (issued a signal in the previous call).
     for (auto& g : guard_) g.value = direct_flag(h.seq - 1, 1);
-    memory_.wait(static_cast<unsigned>((h.seq - 1) % info_.slots), guard_, call.deadline, nullptr);
+    memory_.wait(previous_slot, guard_, call.deadline, nullptr);
   }
   last_synced_ = p.program.synced;
   run_on_host(p.program, memory_, h);

@@ -84,6 +84,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   int rank_;
   int size_;
   std::uint64_t seq_ = 0;     // direct-memory calls so far (identical on every rank)
+  unsigned slot_ = 0;         // seq_ % info_.slots
   bool last_synced_ = true;   // the previous call's program synced this rank with everyone
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::array<std::pair<Key, const Plan*>, 4> recent_{};
