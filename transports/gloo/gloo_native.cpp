@@ -105,7 +105,7 @@ bool GlooNative::supports(const CollectiveArgs& args, std::string_view algorithm
   if (args.collective == Collective::all_to_allv) {
     if (!args.send_counts || !args.send_displs || !args.recv_counts || !args.recv_displs)
       return no("all_to_allv needs counts and displacements");
-    const int n = transport_.size();
+    const int n = t_.size();
     if (!packed(args.send_counts, args.send_displs, n) || !packed(args.recv_counts, args.recv_displs, n))
       return no("Gloo's alltoallv needs the blocks packed in rank order (displacement j = sum of the counts "
                 "before j); use the algorithm 'pairwise' for other layouts");
@@ -127,8 +127,8 @@ void GlooNative::run(const CollectiveArgs& args, std::string_view algorithm) {
     const bool known = std::find(names.begin(), names.end(), algorithm) != names.end();
     throw Error(known ? ErrorCode::unsupported : ErrorCode::unknown_algorithm, what + ": " + why);
   }
-  transport_.check_usable(what);
-  if (transport_.size() == 1) return run_single_rank(args);
+  t_.check_usable(what);
+  if (t_.size() == 1) return run_single_rank(args);
   const SigpipeBlock no_sigpipe;
   try {
     run_gloo(args, algorithm == "native_bcube");
@@ -136,17 +136,17 @@ void GlooNative::run(const CollectiveArgs& args, std::string_view algorithm) {
     Error e = translate_current_exception(what);
     // An interrupted Gloo collective leaves operations registered on its
     // pairs (and a timeout has closed them all): the context is done for.
-    transport_.mark_failed(e.what());
+    t_.mark_failed(e.what());
     throw e;
   }
 }
 
 void GlooNative::run_gloo(const CollectiveArgs& args, bool bcube) {
-  const auto& ctx = transport_.context();
-  const auto timeout = args.timeout.count() > 0 ? args.timeout : transport_.timeout();
+  const auto& ctx = t_.context();
+  const auto timeout = args.timeout.count() > 0 ? args.timeout : t_.timeout();
   const std::size_t esize = dtype_size(args.dtype);
-  const int n = transport_.size();
-  const int me = transport_.rank();
+  const int n = t_.size();
+  const int me = t_.rank();
   const std::size_t bytes = args.count * esize;
 
   switch (args.collective) {

@@ -89,12 +89,6 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-std::string tag_text(std::uint64_t tag) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(tag));
-  return buf;
-}
-
 }  // namespace
 
 Error translate_current_exception(std::string_view what) {
@@ -171,8 +165,7 @@ struct GlooTransport::Waiter {
 };
 
 GlooTransport::GlooTransport(const TransportInit& init)
-    : rank_(init.rank),
-      size_(init.size),
+    : TransportBase("gloo", init),
       timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}),
       backstop_(timeout_ * 4 + std::chrono::seconds(60)),
       native_(*this) {
@@ -311,29 +304,16 @@ LinkInfo GlooTransport::link(int peer) const {
           "gloo tcp " + peer_address_[i] + (same_host_[i] ? " (same host)" : " (other host)")};
 }
 
-void GlooTransport::check_args(std::string_view op, int peer, std::uint64_t tag, const void* data,
-                               std::size_t bytes) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "gloo " + std::string(op) + ": peer " + std::to_string(peer) +
-                                                 " is outside [0, " + std::to_string(size_) + ")");
-  if (tag >> kTagBits)
-    throw Error(ErrorCode::invalid_argument, "gloo " + std::string(op) + ": tag " + tag_text(tag) +
-                                                 " uses more than " + std::to_string(kTagBits) + " bits");
-  if (bytes > 0 && data == nullptr)
-    throw Error(ErrorCode::invalid_argument,
-                "gloo " + std::string(op) + ": null buffer for " + std::to_string(bytes) + " B");
-}
-
 void GlooTransport::isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
-  check_args("isend", peer, tag, data, bytes);
-  if (peer == rank_) return self_send(tag, data, bytes, c);
+  check_p2p_args("isend", peer, tag, data, bytes);
+  if (peer == rank_) return post_self(true, {&c, tag, data, nullptr, bytes});
   // Gloo's unbound buffer needs a writable pointer; a send only reads it.
   post(true, peer, tag, const_cast<void*>(data), bytes, c);
 }
 
 void GlooTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
-  check_args("irecv", peer, tag, data, bytes);
-  if (peer == rank_) return self_recv(tag, data, bytes, c);
+  check_p2p_args("irecv", peer, tag, data, bytes);
+  if (peer == rank_) return post_self(false, {&c, tag, nullptr, data, bytes});
   post(false, peer, tag, data, bytes, c);
 }
 
@@ -539,30 +519,19 @@ void GlooTransport::check_usable(std::string_view what) const {
     throw Error(ErrorCode::transport_failure, std::string(what) + ": " + failure_reason());
 }
 
-void GlooTransport::self_send(std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
-  const SelfMessage send{&c, tag, data, nullptr, bytes};
-  const auto it = std::find_if(self_recvs_.begin(), self_recvs_.end(),
-                               [&](const SelfMessage& m) { return m.tag == tag; });
-  if (it == self_recvs_.end()) {
-    self_sends_.push_back(send);
+void GlooTransport::post_self(bool is_send, const SelfMessage& mine) {
+  auto& waiting = is_send ? self_recvs_ : self_sends_;
+  const auto it = std::find_if(waiting.begin(), waiting.end(), [&](const SelfMessage& m) { return m.tag == mine.tag; });
+  if (it == waiting.end()) {
+    (is_send ? self_sends_ : self_recvs_).push_back(mine);
     return;
   }
-  const SelfMessage recv = *it;
-  self_recvs_.erase(it);
-  match_self(send, recv);
-}
-
-void GlooTransport::self_recv(std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
-  const SelfMessage recv{&c, tag, nullptr, data, bytes};
-  const auto it = std::find_if(self_sends_.begin(), self_sends_.end(),
-                               [&](const SelfMessage& m) { return m.tag == tag; });
-  if (it == self_sends_.end()) {
-    self_recvs_.push_back(recv);
-    return;
-  }
-  const SelfMessage send = *it;
-  self_sends_.erase(it);
-  match_self(send, recv);
+  const SelfMessage other = *it;
+  waiting.erase(it);
+  if (is_send)
+    match_self(mine, other);
+  else
+    match_self(other, mine);
 }
 
 void GlooTransport::match_self(const SelfMessage& send, const SelfMessage& recv) {

@@ -5,6 +5,9 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+#include "util/non_copyable.hpp"
+
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -41,12 +44,10 @@ Error translate_current_exception(std::string_view what);
 /// Gloo raised meanwhile. Gloo writes to sockets with writev(), which raises
 /// SIGPIPE once a peer has gone, and the default action kills the process;
 /// we want the EPIPE error instead, without changing the process's handlers.
-class SigpipeBlock {
+class SigpipeBlock : NonCopyable {
  public:
   SigpipeBlock() noexcept;
   ~SigpipeBlock();
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
 
  private:
   sigset_t pipe_;
@@ -59,12 +60,10 @@ class SigpipeBlock {
 /// starts (Gloo's event loop, inside CreateDevice) inherits both: it never
 /// preempts, nor shares a CPU with, the user thread whose lock it spins on.
 /// The destructor restores this thread. See gloo_loop_placement.cpp for why.
-class LoopPlacement {
+class LoopPlacement : NonCopyable {
  public:
   LoopPlacement() noexcept;
   ~LoopPlacement();
-  LoopPlacement(const LoopPlacement&) = delete;
-  LoopPlacement& operator=(const LoopPlacement&) = delete;
 
  private:
   cpu_set_t own_{};
@@ -78,41 +77,24 @@ class GlooTransport;
 /// Gloo's options-based collectives (never the legacy AllreduceRing* classes,
 /// which shrink the socket send buffer). Reductions use comm's own kernels
 /// through Gloo's reduce-function hook, so every dtype and op is supported.
-class GlooNative final : public NativeCollectives {
+class GlooNative final : public NativeCollectivesOf<GlooTransport> {
  public:
-  explicit GlooNative(GlooTransport& transport) : transport_(transport) {}
-  std::vector<std::string> algorithms(Collective c) const override;
-  bool supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const override;
-  double predict_us(Collective c, std::string_view algorithm, std::size_t bytes) const override;
-  void run(const CollectiveArgs& args, std::string_view algorithm) override;
+  using NativeCollectivesOf::NativeCollectivesOf;
+  COMM_NATIVE_COLLECTIVES_OVERRIDES;
 
  private:
   void run_gloo(const CollectiveArgs& args, bool bcube);
   void run_single_rank(const CollectiveArgs& args);
 
-  GlooTransport& transport_;
   std::vector<std::byte> scratch_;  ///< reduce's full-size output on non-roots; in-place all_to_all copy
 };
 
-class GlooTransport final : public Transport {
+class GlooTransport final : public TransportBase {
  public:
   explicit GlooTransport(const TransportInit& init);
   ~GlooTransport() override;
-  GlooTransport(const GlooTransport&) = delete;
-  GlooTransport& operator=(const GlooTransport&) = delete;
 
-  std::string_view name() const noexcept override { return "gloo"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
-  bool progress() override;
-  void wait(std::chrono::steady_clock::time_point deadline) override;
-  void interrupt() noexcept override;
-  void cancel(Completion& c) noexcept override;
+  COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
   NativeCollectives* native() noexcept override { return &native_; }
 
   // ---- for GlooNative
@@ -135,9 +117,8 @@ class GlooTransport final : public Transport {
   };
 
   void post(bool is_send, int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
-  void check_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
-  void self_send(std::uint64_t tag, const void* data, std::size_t bytes, Completion& c);
-  void self_recv(std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
+  /// A message to self: matched with the first waiting one of the other direction and tag, else queued.
+  void post_self(bool is_send, const SelfMessage& mine);
   void match_self(const SelfMessage& send, const SelfMessage& recv);
   bool cancel_self(Completion& c) noexcept;
   void hand_to_waiter(std::shared_ptr<PendingOp> op);  // mutex_ held
@@ -146,8 +127,6 @@ class GlooTransport final : public Transport {
   void close_connections(const std::string& reason) noexcept;
   std::string failure_reason() const;
 
-  int rank_;
-  int size_;
   std::chrono::milliseconds timeout_;
   /// Bound on each completion thread's Gloo wait. Gloo poisons the whole
   /// context when such a wait expires, so it is only a backstop, far beyond

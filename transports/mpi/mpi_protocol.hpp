@@ -22,11 +22,6 @@ constexpr std::uint32_t kEager = kMarker | 1, kRts = kMarker | 2, kCts = kMarker
 
 inline std::size_t part_bytes(std::size_t bytes, std::uint32_t parts) { return (bytes + parts - 1) / parts; }
 
-inline std::string tag_text(std::uint64_t tag) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(tag));
-  return buf;
-}
 
 /// One isend/irecv that did not complete when posted.
 struct MpiTransport::Op {

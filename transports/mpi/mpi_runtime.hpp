@@ -11,6 +11,8 @@
 #include <comm/error.hpp>
 #include <comm/types.hpp>
 
+#include "util/non_copyable.hpp"
+
 #include <mpi.h>
 
 #include <atomic>
@@ -37,12 +39,10 @@ std::string error_string(int code);
 void check(int rc, std::string_view what);
 
 /// Serialises MPI calls when MPI gives less than MPI_THREAD_MULTIPLE; free otherwise.
-class CallLock {
+class CallLock : NonCopyable {
  public:
   CallLock();
   ~CallLock();
-  CallLock(const CallLock&) = delete;
-  CallLock& operator=(const CallLock&) = delete;
 
  private:
   bool locked_ = false;
@@ -53,12 +53,10 @@ class CallLock {
 /// the job with MPI_Abort (the only way out of a blocked MPI call). One Watch
 /// per transport; arm() and disarm() are a few atomic stores, and the thread
 /// (started by the first Watch) looks every 100 ms.
-class Watch {
+class Watch : NonCopyable {
  public:
   Watch();
   ~Watch();
-  Watch(const Watch&) = delete;
-  Watch& operator=(const Watch&) = delete;
   /// `what` must outlive the call (a literal or a to_string() result).
   void arm(std::string_view what, std::uint64_t seq, std::size_t bytes, std::chrono::milliseconds timeout) noexcept;
   void disarm() noexcept;

@@ -90,8 +90,7 @@ void abandon(std::vector<std::byte>&& buffer) { new std::vector<std::byte>(std::
 }  // namespace
 
 MpiTransport::MpiTransport(const TransportInit& init)
-    : rank_(init.rank),
-      size_(init.size),
+    : TransportBase("mpi", init),
       timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}),
       native_(*this) {
   if (!init.store)
@@ -244,19 +243,6 @@ LinkInfo MpiTransport::link(int peer) const {
   return l;
 }
 
-void MpiTransport::check_args(std::string_view op, int peer, std::uint64_t tag, const void* data,
-                              std::size_t bytes) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "mpi " + std::string(op) + ": peer " + std::to_string(peer) +
-                                                 " is outside [0, " + std::to_string(size_) + ")");
-  if (tag >> kTagBits)
-    throw Error(ErrorCode::invalid_argument, "mpi " + std::string(op) + ": tag " + tag_text(tag) +
-                                                 " uses more than " + std::to_string(kTagBits) + " bits");
-  if (bytes > 0 && data == nullptr)
-    throw Error(ErrorCode::invalid_argument,
-                "mpi " + std::string(op) + ": null buffer for " + std::to_string(bytes) + " B");
-}
-
 std::string MpiTransport::describe(const Op& op) const {
   return std::string("mpi ") + (op.is_send ? "send to" : "recv from") + " rank " + std::to_string(op.peer) +
          " (tag " + tag_text(op.tag) + ", " + std::to_string(op.bytes) + " B)";
@@ -279,7 +265,7 @@ std::vector<std::byte> MpiTransport::take_buffer(std::size_t bytes) {
 // ---- posting -----------------------------------------------------------------
 
 void MpiTransport::isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) {
-  check_args("isend", peer, tag, data, bytes);
+  check_p2p_args("isend", peer, tag, data, bytes);
   if (failed_.load(std::memory_order_acquire)) {
     c.fail(ErrorCode::transport_failure, "mpi send to rank " + std::to_string(peer) + ": " + failed_reason_);
     return;
@@ -311,7 +297,7 @@ void MpiTransport::isend(int peer, std::uint64_t tag, const void* data, std::siz
 }
 
 void MpiTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
-  check_args("irecv", peer, tag, data, bytes);
+  check_p2p_args("irecv", peer, tag, data, bytes);
   if (failed_.load(std::memory_order_acquire)) {
     c.fail(ErrorCode::transport_failure, "mpi recv from rank " + std::to_string(peer) + ": " + failed_reason_);
     return;

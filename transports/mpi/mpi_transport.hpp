@@ -9,6 +9,8 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -35,13 +37,10 @@ class MpiTransport;
 /// MPI's collectives as the algorithm "native": every collective MPI has,
 /// every dtype (f16/bf16 through user operators running comm's kernels),
 /// host memory, counts up to INT_MAX elements (MPI counts are int).
-class MpiNative final : public NativeCollectives {
+class MpiNative final : public NativeCollectivesOf<MpiTransport> {
  public:
-  explicit MpiNative(MpiTransport& t) : t_(t) {}
-  std::vector<std::string> algorithms(Collective c) const override;
-  bool supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const override;
-  double predict_us(Collective c, std::string_view algorithm, std::size_t bytes) const override;
-  void run(const CollectiveArgs& args, std::string_view algorithm) override;
+  using NativeCollectivesOf::NativeCollectivesOf;
+  COMM_NATIVE_COLLECTIVES_OVERRIDES;
 
  private:
   /// Starts the collective: blocking mode runs it (req stays null), poll mode
@@ -51,30 +50,16 @@ class MpiNative final : public NativeCollectives {
   /// After a timed-out MPI_I* call: MPI may still write the scratch, so it is never freed.
   void abandon_scratch() { new std::vector<std::byte>(std::move(scratch_)); scratch_ = {}; }
 
-  MpiTransport& t_;
   std::vector<std::byte> scratch_;  ///< an input that overlaps the output
   std::vector<int> ints_;           ///< all_to_allv counts and displacements as int
 };
 
-class MpiTransport final : public Transport, public Shutdownable {
+class MpiTransport final : public TransportBase, public Shutdownable {
  public:
   explicit MpiTransport(const TransportInit& init);
   ~MpiTransport() override;
-  MpiTransport(const MpiTransport&) = delete;
-  MpiTransport& operator=(const MpiTransport&) = delete;
 
-  std::string_view name() const noexcept override { return "mpi"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
-  bool progress() override;
-  void wait(std::chrono::steady_clock::time_point deadline) override;
-  void interrupt() noexcept override;
-  void cancel(Completion& c) noexcept override;
+  COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
   NativeCollectives* native() noexcept override { return &native_; }
 
   void shutdown_before_finalize() noexcept override;
@@ -110,7 +95,6 @@ class MpiTransport final : public Transport, public Shutdownable {
   };
 
   void setup_comm(const TransportInit& init, MPI_Comm base);
-  void check_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
   void post_ring(std::size_t slot);
   bool drain_ring();
   bool drain_requests();
@@ -129,8 +113,6 @@ class MpiTransport final : public Transport, public Shutdownable {
   int payload_tag(std::uint64_t id) const noexcept;
   std::string describe(const Op& op) const;
 
-  int rank_ = 0;
-  int size_ = 1;
   std::chrono::milliseconds timeout_;
   bool native_blocks_ = true;
   std::string base_name_;

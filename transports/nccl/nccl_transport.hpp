@@ -16,6 +16,8 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -74,16 +76,10 @@ std::vector<LinkInfo> decode_links(const std::string& text, int expected);
 class NcclTransport;
 
 // NCCL's own collectives, offered as the algorithm "native".
-class NcclNative final : public NativeCollectives {
+class NcclNative final : public NativeCollectivesOf<NcclTransport> {
  public:
-  explicit NcclNative(NcclTransport& t) : t_(t) {}
-  std::vector<std::string> algorithms(Collective c) const override;
-  bool supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const override;
-  double predict_us(Collective c, std::string_view algorithm, std::size_t bytes) const override;
-  void run(const CollectiveArgs& args, std::string_view algorithm) override;
-
- private:
-  NcclTransport& t_;
+  using NativeCollectivesOf::NativeCollectivesOf;
+  COMM_NATIVE_COLLECTIVES_OVERRIDES;
 };
 
 #if COMM_NCCL_HAVE_KERNELS
@@ -103,7 +99,7 @@ class NcclStreamEngine final : public StreamEngine {
 };
 #endif
 
-class NcclTransport final : public Transport {
+class NcclTransport final : public TransportBase {
  public:
   // Selects the device (Config::device, default the local rank on its host), meets the
   // other ranks through init.store ("nccl/id"), creates the communicator and
@@ -112,22 +108,11 @@ class NcclTransport final : public Transport {
   // missing: timeout).
   explicit NcclTransport(const TransportInit& init);
   ~NcclTransport() override;
-  NcclTransport(const NcclTransport&) = delete;
-  NcclTransport& operator=(const NcclTransport&) = delete;
 
-  std::string_view name() const noexcept override { return "nccl"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  // Point-to-point through the host executor cannot work on a stream-ordered
-  // transport; these throw comm::Error(unsupported).
-  // Polls NCCL's asynchronous error; throws the communicator's error if it failed.
-  bool progress() override;
-  void wait(Clock::time_point deadline) override;
-  void interrupt() noexcept override;
-  void cancel(Completion& c) noexcept override;
+  // No isend/irecv: point-to-point through the host executor cannot work on a
+  // stream-ordered transport (Transport's defaults throw unsupported). progress() polls
+  // NCCL's asynchronous error and throws the communicator's error if it failed.
+  COMM_TRANSPORT_PROGRESS_OVERRIDES;
 
   NativeCollectives* native() noexcept override { return &native_; }
   StreamEngine* stream_engine() noexcept override;
@@ -186,8 +171,6 @@ class NcclTransport final : public Transport {
   [[noreturn]] void throw_failed() const;
   void destroy_comm() noexcept;
 
-  int rank_ = 0;
-  int size_ = 1;
   int device_ = 0;
   int version_ = 0;
   std::chrono::milliseconds default_timeout_{300'000};

@@ -62,8 +62,7 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 OfiTransport::OfiTransport(const TransportInit& init)
-    : rank_(init.rank),
-      size_(init.size),
+    : TransportBase("ofi", init),
       timeout_(init.config ? init.config->timeout : std::chrono::milliseconds(300'000)),
       peers_(init.peers) {
   if (size_ > 1 && !init.store)

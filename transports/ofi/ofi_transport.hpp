@@ -11,6 +11,8 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -155,25 +157,12 @@ struct Op {
   Clock::time_point posted_at{};
 };
 
-class OfiTransport final : public Transport {
+class OfiTransport final : public TransportBase {
  public:
   explicit OfiTransport(const TransportInit& init);
   ~OfiTransport() override;
-  OfiTransport(const OfiTransport&) = delete;
-  OfiTransport& operator=(const OfiTransport&) = delete;
 
-  std::string_view name() const noexcept override { return "ofi"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
-  bool progress() override;
-  void wait(Clock::time_point deadline) override;
-  void interrupt() noexcept override;
-  void cancel(Completion& c) noexcept override;
+  COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
 
  private:
   // set-up (ofi_transport.cpp)
@@ -218,8 +207,6 @@ class OfiTransport final : public Transport {
   void fail_all(ErrorCode code, const std::string& why);
   bool poll_until_gone(Completion& c, Clock::duration bound) noexcept;
 
-  int rank_;
-  int size_;
   std::chrono::milliseconds timeout_;
   std::vector<ProcessIdentity> procs_;
   std::shared_ptr<const PeerTable> peers_;

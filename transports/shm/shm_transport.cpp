@@ -76,7 +76,7 @@ Settings Settings::from(const Config& config, int local_ranks, int cpus) {
 }
 
 ShmTransport::ShmTransport(const TransportInit& init, const Settings& settings)
-    : rank_(init.rank), size_(init.size) {
+    : TransportBase("shm", init) {
   const auto timeout = init.config ? init.config->timeout : std::chrono::milliseconds(60'000);
   const std::string what = init.config && init.config->transport_options.count("shm.size")
                                ? "transport option shm.size"
@@ -123,6 +123,12 @@ void ShmTransport::isend(int peer, std::uint64_t tag, const void* data, std::siz
 void ShmTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) {
   p2p_->irecv(peer, tag, data, bytes, c);
 }
+
+bool ShmTransport::progress() { return p2p_->progress(); }
+
+void ShmTransport::interrupt() noexcept { sync_->interrupt(); }
+
+void ShmTransport::cancel(Completion& c) noexcept { p2p_->cancel(c); }
 
 void ShmTransport::wait(std::chrono::steady_clock::time_point deadline) {
   // Return about every millisecond once spinning is over (and after every

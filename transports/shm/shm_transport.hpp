@@ -20,6 +20,8 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+
 #include <memory>
 #include <string>
 
@@ -48,23 +50,12 @@ int group_cpus(const PeerTable& peers);
 /// The link every pair of shm ranks has (alpha of the rings, beta of a copy).
 LinkInfo shm_link(bool self, std::size_t eager_limit, bool cma);
 
-class ShmTransport final : public Transport, public DirectMemory {
+class ShmTransport final : public TransportBase, public DirectMemory {
  public:
   ShmTransport(const TransportInit& init, const Settings& settings);
   ~ShmTransport() override;
 
-  std::string_view name() const noexcept override { return "shm"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override;
-  bool progress() override { return p2p_->progress(); }
-  void wait(std::chrono::steady_clock::time_point deadline) override;
-  void interrupt() noexcept override { sync_->interrupt(); }
-  void cancel(Completion& c) noexcept override { p2p_->cancel(c); }
+  COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
   DirectMemory* direct() noexcept override { return this; }
 
   // DirectMemory
@@ -86,8 +77,6 @@ class ShmTransport final : public Transport, public DirectMemory {
   [[noreturn]] void fail_direct_wait(unsigned slot, std::span<const FlagWait> waits) const;
   void check_direct_peers(unsigned slot, std::span<const FlagWait> waits);
 
-  int rank_;
-  int size_;
   Segment segment_;
   std::unique_ptr<Sync> sync_;
   std::unique_ptr<P2p> p2p_;

@@ -340,20 +340,25 @@ void UcxTransport::post_control_recv() noexcept {
   if (control_request_ != nullptr || closing_ || worker_ == nullptr) return;
   // UCX 1.13 does not say whose message a receive completed in place took,
   // so take those already here by probe, which does.
-  ucp_tag_recv_info_t info{};
-  while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 1, &info)) {
-    ucp_request_param_t prm;
-    prm.op_attr_mask = 0;
-    void* req = ucp_tag_msg_recv_nbx(worker_, nullptr, 0, msg, &prm);
-    if (UCS_PTR_IS_PTR(req) && req != nullptr) ucp_request_free(req);
-    control(info.sender_tag);
-  }
+  for (std::uint64_t sender_tag = 0; take_arrived_control(sender_tag);) control(sender_tag);
   ucp_request_param_t prm;
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.recv = &UcxTransport::control_callback;
   prm.user_data = this;
   void* req = ucp_tag_recv_nbx(worker_, nullptr, 0, kControlBit, kControlBit, &prm);
   if (UCS_PTR_IS_PTR(req) && req != nullptr) control_request_ = req;
+}
+
+bool UcxTransport::take_arrived_control(std::uint64_t& sender_tag) noexcept {
+  ucp_tag_recv_info_t info{};
+  ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 1, &info);
+  if (msg == nullptr) return false;
+  ucp_request_param_t prm;
+  prm.op_attr_mask = 0;
+  void* req = ucp_tag_msg_recv_nbx(worker_, nullptr, 0, msg, &prm);
+  if (UCS_PTR_IS_PTR(req) && req != nullptr) ucp_request_free(req);
+  sender_tag = info.sender_tag;
+  return true;
 }
 
 void UcxTransport::control_callback(void* request, ucs_status_t status,

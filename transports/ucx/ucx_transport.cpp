@@ -86,7 +86,7 @@ struct ConfigDeleter {
 
 }  // namespace
 
-UcxTransport::UcxTransport(const TransportInit& init) : rank_(init.rank), size_(init.size) {
+UcxTransport::UcxTransport(const TransportInit& init) : TransportBase("ucx", init) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_)
     throw Error(ErrorCode::invalid_argument, "ucx transport: rank " + std::to_string(rank_) +
                                                  " is outside a group of " + std::to_string(size_));
@@ -466,13 +466,8 @@ void UcxTransport::shutdown() noexcept {
     // Control messages nobody will take (goodbyes of peers closing after us)
     // would make UCX warn about unmatched messages when the worker goes.
     if (control_request_ != nullptr) ucp_request_cancel(worker_, control_request_);
-    ucp_tag_recv_info_t info{};
-    while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, kControlBit, kControlBit, 1, &info)) {
-      ucp_request_param_t prm;
-      prm.op_attr_mask = 0;
-      void* req = ucp_tag_msg_recv_nbx(worker_, nullptr, 0, msg, &prm);
-      if (UCS_PTR_IS_PTR(req) && req != nullptr) ucp_request_free(req);
-    }
+    std::uint64_t ignored = 0;
+    while (take_arrived_control(ignored)) {}
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
   }

@@ -24,6 +24,8 @@
 
 #include <comm/transport.hpp>
 
+#include "core/transport_base.hpp"
+
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -112,27 +114,12 @@ std::vector<std::string> lane_names(ucp_ep_h ep);
 /// Parses the text ucp_ep_print_info writes into the lane names (exposed for tests).
 std::vector<std::string> parse_lane_names(const std::string& print_info);
 
-class UcxTransport final : public Transport {
+class UcxTransport final : public TransportBase {
  public:
   explicit UcxTransport(const TransportInit& init);
   ~UcxTransport() override;
-  UcxTransport(const UcxTransport&) = delete;
-  UcxTransport& operator=(const UcxTransport&) = delete;
 
-  std::string_view name() const noexcept override { return "ucx"; }
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  TransportCaps caps() const noexcept override;
-  LinkInfo link(int peer) const override;
-
-  void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes,
-             Completion& c) override;
-  void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes,
-             Completion& c) override;
-  bool progress() override;
-  void wait(std::chrono::steady_clock::time_point deadline) override;
-  void interrupt() noexcept override;
-  void cancel(Completion& c) noexcept override;
+  COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
   void withdraw(Completion& c, std::chrono::steady_clock::duration grace) noexcept;
 
  private:
@@ -160,6 +147,9 @@ class UcxTransport final : public Transport {
   static void control_callback(void* request, ucs_status_t status,
                                const ucp_tag_recv_info_t* info, void* user_data);
   void control(std::uint64_t sender_tag) noexcept;
+  /// Takes one control message that has already arrived, by probe (UCX 1.13
+  /// tells whose message it was only to a probe); false when there is none.
+  bool take_arrived_control(std::uint64_t& sender_tag) noexcept;
   std::uint64_t goodbye() const noexcept;
   void send_control(Peer& q, std::uint64_t what) noexcept;
   void send_control(std::uint64_t what) noexcept;
@@ -176,8 +166,6 @@ class UcxTransport final : public Transport {
   /// that left (probably because of that death).
   int blame(int peer) const noexcept;
 
-  int rank_ = 0;
-  int size_ = 1;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;

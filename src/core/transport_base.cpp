@@ -1,0 +1,29 @@
+#include "core/transport_base.hpp"
+
+#include <comm/error.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace comm {
+
+std::string tag_text(std::uint64_t tag) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(tag));
+  return buf;
+}
+
+void TransportBase::check_p2p_args(std::string_view op, int peer, std::uint64_t tag, const void* data,
+                                   std::size_t bytes) const {
+  const std::string what = std::string(name_) + " " + std::string(op);
+  if (peer < 0 || peer >= size_)
+    throw Error(ErrorCode::invalid_argument,
+                what + ": peer " + std::to_string(peer) + " is outside [0, " + std::to_string(size_) + ")");
+  if (tag >> kTagBits)
+    throw Error(ErrorCode::invalid_argument,
+                what + ": tag " + tag_text(tag) + " uses more than " + std::to_string(kTagBits) + " bits");
+  if (bytes > 0 && data == nullptr)
+    throw Error(ErrorCode::invalid_argument, what + ": null buffer for " + std::to_string(bytes) + " B");
+}
+
+}  // namespace comm
