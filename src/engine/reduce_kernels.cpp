@@ -1,21 +1,17 @@
 #include "engine/reduce_kernels.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <bit>
 #include <type_traits>
 
 namespace comm::kernels {
 
 float bf16_to_f32(std::uint16_t h) noexcept {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
 std::uint16_t f32_to_bf16(float f) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
+  auto bits = std::bit_cast<std::uint32_t>(f);
   if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu))  // NaN stays NaN
     return static_cast<std::uint16_t>((bits >> 16) | 0x40);
   bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
@@ -43,14 +39,11 @@ float f16_to_f32(std::uint16_t h) noexcept {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return std::bit_cast<float>(bits);
 }
 
 std::uint16_t f32_to_f16(float f) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
+  const auto bits = std::bit_cast<std::uint32_t>(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t abs = bits & 0x7fffffffu;
   if (abs >= 0x7f800000u)  // inf or NaN

@@ -20,38 +20,19 @@ StepId ScheduleBuilder::add(Step s, std::span<const StepId> deps) {
 }
 
 StepId ScheduleBuilder::send(int peer, Region src, std::uint32_t tag, std::span<const StepId> deps) {
-  Step s;
-  s.kind = StepKind::send;
-  s.peer = peer;
-  s.tag = tag;
-  s.src = src;
-  return add(s, deps);
+  return add({.kind = StepKind::send, .peer = peer, .tag = tag, .src = src}, deps);
 }
 
 StepId ScheduleBuilder::recv(int peer, Region dst, std::uint32_t tag, std::span<const StepId> deps) {
-  Step s;
-  s.kind = StepKind::recv;
-  s.peer = peer;
-  s.tag = tag;
-  s.dst = dst;
-  return add(s, deps);
+  return add({.kind = StepKind::recv, .peer = peer, .tag = tag, .dst = dst}, deps);
 }
 
 StepId ScheduleBuilder::reduce(Region dst, Region a, Region b, std::span<const StepId> deps) {
-  Step s;
-  s.kind = StepKind::reduce;
-  s.dst = dst;
-  s.src = a;
-  s.src2 = b;
-  return add(s, deps);
+  return add({.kind = StepKind::reduce, .src = a, .src2 = b, .dst = dst}, deps);
 }
 
 StepId ScheduleBuilder::copy(Region dst, Region src, std::span<const StepId> deps) {
-  Step s;
-  s.kind = StepKind::copy;
-  s.dst = dst;
-  s.src = src;
-  return add(s, deps);
+  return add({.kind = StepKind::copy, .src = src, .dst = dst}, deps);
 }
 
 void ScheduleBuilder::need_scratch(std::size_t count) {

@@ -6,6 +6,7 @@
 #include <comm/error.hpp>
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <limits>
 #include <string>
 
@@ -37,11 +38,34 @@ TEST_CASE("override: whitespace, suffixes, empty and trailing separators") {
   CHECK(parse_override("allreduce=ring:4KB-")[0].min_bytes == 4096);
 }
 
+namespace {
+
+struct Bad {
+  const char* text;
+  const char* expect;
+};
+
+// Every case must fail with invalid_config, a message holding `expect`, and the position.
+template <std::size_t N>
+void expect_rejected(const Bad (&cases)[N], const char* accepted) {
+  for (const auto& b : cases) {
+    const std::string text = b.text;
+    CAPTURE(text);
+    try {
+      parse_override(b.text);
+      FAIL(accepted);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_config);
+      const std::string msg = e.what();
+      CHECK_MESSAGE(msg.find(b.expect) != std::string::npos, msg);
+      CHECK(msg.find("position") != std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("override: malformed strings say where and why") {
-  struct Bad {
-    const char* text;
-    const char* expect;
-  };
   const Bad cases[] = {
       {"allreduce", "expected '='"},
       {"allreduce=", "expected a name"},
@@ -54,26 +78,10 @@ TEST_CASE("override: malformed strings say where and why") {
       {"allreduce=ring:99999999999999999999999-", "too large"},
       {"allreduce=ring bcast=tree", "expected ';'"},
   };
-  for (const auto& b : cases) {
-    const std::string text = b.text;
-    CAPTURE(text);
-    try {
-      parse_override(b.text);
-      FAIL("accepted a malformed override");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::invalid_config);
-      const std::string msg = e.what();
-      CHECK(msg.find(b.expect) != std::string::npos);
-      CHECK(msg.find("position") != std::string::npos);
-    }
-  }
+  expect_rejected(cases, "accepted a malformed override");
 }
 
 TEST_CASE("override: duplicate or overlapping rules for one collective are errors that say where") {
-  struct Bad {
-    const char* text;
-    const char* expect;
-  };
   const Bad cases[] = {
       {"allreduce=ring,tree", "the rule 'tree' for allreduce overlaps the rule 'ring' at position 10 (both cover every size)"},
       {"allreduce=direct:0-128K,ring:64K-", "the rule 'ring:64K-' for allreduce overlaps the rule 'direct:0-128K' at "
@@ -82,19 +90,7 @@ TEST_CASE("override: duplicate or overlapping rules for one collective are error
       {"alltoall=pairwise;all_to_all=bruck:1M-", "overlaps the rule 'pairwise'"},  // two names, one collective
       {"allreduce=ring:1K-2K, ring:1536-", "both cover sizes 1536-2K"},
   };
-  for (const auto& b : cases) {
-    const std::string text = b.text;
-    CAPTURE(text);
-    try {
-      parse_override(b.text);
-      FAIL("accepted overlapping rules");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::invalid_config);
-      const std::string msg = e.what();
-      CHECK_MESSAGE(msg.find(b.expect) != std::string::npos, msg);
-      CHECK(msg.find("position") != std::string::npos);
-    }
-  }
+  expect_rejected(cases, "accepted overlapping rules");
   // Adjacent ranges ([lo, hi) is half-open) and other collectives are fine.
   CHECK(parse_override("allreduce=direct:0-64K,ring:64K-;broadcast=tree;allgather=ring:-1M,direct:1M-").size() == 5);
 }

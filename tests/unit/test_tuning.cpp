@@ -80,6 +80,24 @@ struct TempCache {
   std::string dir() const { return root + "/comm"; }
 };
 
+// Writes `ex` with nominal 2-rank links to a fresh temporary tuning file and
+// returns what load_tuning reads back; the file is removed.
+TuningExtras round_trip(const TuningExtras& ex) {
+  char tmpl[] = "/tmp/comm-tuning-extras-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  save_tuning(path, nominal(2), ComputeParams{}, &ex);
+  LinkMatrix m = nominal(2);
+  ComputeParams c;
+  TuningExtras back;
+  const bool loaded = load_tuning(path, m, c, &back);
+  std::remove(path.c_str());
+  REQUIRE(loaded);
+  return back;
+}
+
 }  // namespace
 
 TEST_CASE("a native curve interpolates between measured sizes and extends past them") {
@@ -99,26 +117,17 @@ TEST_CASE("a native curve interpolates between measured sizes and extends past t
 }
 
 TEST_CASE("tuning file version 3 keeps the key and the native curves") {
-  char tmpl[] = "/tmp/comm-tuning-v3-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  ::close(fd);
-  const std::string path = tmpl;
   TuningExtras ex;
   ex.key_id = "0123456789abcdef";
   ex.key_description = "transport gloo; 2 ranks";
   ex.native.set(Collective::allreduce, "native", {{8, 150.5}, {4096, 200.25}});
   ex.native.set(Collective::allreduce, "native_bcube", {{8, 170}});
-  save_tuning(path, nominal(2), ComputeParams{}, &ex);
-  LinkMatrix m = nominal(2);
-  ComputeParams c;
-  TuningExtras back;
-  REQUIRE(load_tuning(path, m, c, &back));
+  TuningExtras back = round_trip(ex);
   CHECK(back.key_id == ex.key_id);
   CHECK(back.key_description == ex.key_description);
   REQUIRE(back.native.curves.size() == 2);
   CHECK(back.native.predict(Collective::allreduce, "native", 4096) == 200.25);
   CHECK(back.native.predict(Collective::allreduce, "native_bcube", 8) == 170);
-  std::remove(path.c_str());
 }
 
 TEST_CASE("calibration runs once per setup, is cached, and is reused by later communicators") {
@@ -183,23 +192,14 @@ TEST_CASE("the setup fingerprint names the host and the loaded libraries") {
 }
 
 TEST_CASE("tuning file version 4 keeps the measured curves of comm's own algorithms") {
-  char tmpl[] = "/tmp/comm-tuning-v4-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  ::close(fd);
-  const std::string path = tmpl;
   TuningExtras ex;
   ex.measured.set(Collective::allreduce, "ring", {{8, 1.5}, {65536, 40.25}});
   ex.measured.set(Collective::allreduce, "mem_oneshot", {{8, 0.3}});
-  save_tuning(path, nominal(2), ComputeParams{}, &ex);
-  LinkMatrix m = nominal(2);
-  ComputeParams c;
-  TuningExtras back;
-  REQUIRE(load_tuning(path, m, c, &back));
+  TuningExtras back = round_trip(ex);
   CHECK(back.native.curves.empty());
   REQUIRE(back.measured.curves.size() == 2);
   CHECK(back.measured.predict(Collective::allreduce, "ring", 65536) == 40.25);
   CHECK(back.measured.predict(Collective::allreduce, "mem_oneshot", 8) == 0.3);
-  std::remove(path.c_str());
 }
 
 TEST_CASE("measured times scale the model: exact at the ladder, log-interpolated between, held beyond") {

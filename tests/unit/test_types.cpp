@@ -16,25 +16,18 @@ using namespace comm;
 
 TEST_CASE("every enum value has a distinct name that parses back") {
   std::set<std::string> names;
-  for (DataType t : kAllDataTypes) {
-    CHECK(names.insert(std::string(to_string(t))).second);
-    CHECK(parse_dtype(to_string(t)) == t);
-  }
-  names.clear();
-  for (ReduceOp o : kAllReduceOps) {
-    CHECK(names.insert(std::string(to_string(o))).second);
-    CHECK(parse_reduce_op(to_string(o)) == o);
-  }
-  names.clear();
-  for (Collective c : kAllCollectives) {
-    CHECK(names.insert(std::string(to_string(c))).second);
-    CHECK(parse_collective(to_string(c)) == c);
-  }
-  names.clear();
-  for (LinkKind k : kAllLinkKinds) {
-    CHECK(names.insert(std::string(to_string(k))).second);
-    CHECK(parse_link_kind(to_string(k)) == k);
-  }
+  // Every value of `all` has a name no other value of its enum has, and `parse` reads it back.
+  const auto distinct_and_parsed = [&names](const auto& all, auto parse) {
+    names.clear();
+    for (auto v : all) {
+      CHECK(names.insert(std::string(to_string(v))).second);
+      CHECK(parse(to_string(v)) == v);
+    }
+  };
+  distinct_and_parsed(kAllDataTypes, parse_dtype);
+  distinct_and_parsed(kAllReduceOps, parse_reduce_op);
+  distinct_and_parsed(kAllCollectives, parse_collective);
+  distinct_and_parsed(kAllLinkKinds, parse_link_kind);
   for (MemoryKind m : {MemoryKind::host, MemoryKind::cuda}) CHECK(!to_string(m).empty());
   names.clear();
   for (ErrorCode e : {ErrorCode::invalid_argument, ErrorCode::unsupported, ErrorCode::unknown_algorithm,
