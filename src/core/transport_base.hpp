@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace comm {
@@ -28,6 +29,8 @@ class TransportBase : public Transport, NonCopyable {
   int size() const noexcept final { return size_; }
 
  protected:
+  /// Throws invalid_argument "<name> <op>: peer N is outside [0, size)" unless 0 <= peer < size.
+  void check_peer(std::string_view op, int peer) const;
   /// Throws invalid_argument "<name> <op>: ..." for a peer outside [0, size),
   /// a tag wider than kTagBits, or a null buffer of more than 0 bytes.
   void check_p2p_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
@@ -74,6 +77,16 @@ class NativeCollectivesOf : public NativeCollectives {
  protected:
   T& t_;
 };
+
+}  // namespace comm
+
+namespace comm {
+
+/// For NativeCollectives::supports: stores `reason` in *why (when why is not null) and returns false.
+inline bool refuse(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return false;
+}
 
 }  // namespace comm
 

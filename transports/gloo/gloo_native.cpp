@@ -92,22 +92,18 @@ std::vector<std::string> GlooNative::algorithms(Collective c) const {
 }
 
 bool GlooNative::supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const {
-  auto no = [&](std::string reason) {
-    if (why) *why = std::move(reason);
-    return false;
-  };
   const auto names = algorithms(args.collective);
   if (std::find(names.begin(), names.end(), algorithm) == names.end())
-    return no("the gloo transport offers no '" + std::string(algorithm) + "' for " +
+    return refuse(why, "the gloo transport offers no '" + std::string(algorithm) + "' for " +
               std::string(to_string(args.collective)));
   if (args.memory != MemoryKind::host)
-    return no("Gloo's collectives run on host memory only, not " + std::string(to_string(args.memory)));
+    return refuse(why, "Gloo's collectives run on host memory only, not " + std::string(to_string(args.memory)));
   if (args.collective == Collective::all_to_allv) {
     if (!args.send_counts || !args.send_displs || !args.recv_counts || !args.recv_displs)
-      return no("all_to_allv needs counts and displacements");
+      return refuse(why, "all_to_allv needs counts and displacements");
     const int n = t_.size();
     if (!packed(args.send_counts, args.send_displs, n) || !packed(args.recv_counts, args.recv_displs, n))
-      return no("Gloo's alltoallv needs the blocks packed in rank order (displacement j = sum of the counts "
+      return refuse(why, "Gloo's alltoallv needs the blocks packed in rank order (displacement j = sum of the counts "
                 "before j); use the algorithm 'pairwise' for other layouts");
   }
   return true;

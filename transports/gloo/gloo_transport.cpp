@@ -295,9 +295,7 @@ TransportCaps GlooTransport::caps() const noexcept {
 }
 
 LinkInfo GlooTransport::link(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "gloo link: peer " + std::to_string(peer) + " is outside [0, " +
-                                                 std::to_string(size_) + ")");
+  check_peer("link", peer);
   if (peer == rank_) return {LinkKind::self, kSelfAlphaUs, kSelfBetaGbps, "gloo self (memcpy)"};
   const auto i = static_cast<std::size_t>(peer);
   return {LinkKind::tcp, kTcpAlphaUs, kTcpBetaGbps,

@@ -103,29 +103,25 @@ std::vector<std::string> MpiNative::algorithms(Collective c) const {
 }
 
 bool MpiNative::supports(const CollectiveArgs& args, std::string_view algorithm, std::string* why) const {
-  auto no = [&](std::string reason) {
-    if (why) *why = std::move(reason);
-    return false;
-  };
   const std::string coll(to_string(args.collective));
   if (algorithm != "native" || algorithms(args.collective).empty())
-    return no("the mpi transport offers no '" + std::string(algorithm) + "' for " + coll);
+    return refuse(why, "the mpi transport offers no '" + std::string(algorithm) + "' for " + coll);
   if (args.memory != MemoryKind::host)
-    return no("MPI's collectives here run on host memory only, not " + std::string(to_string(args.memory)) +
+    return refuse(why, "MPI's collectives here run on host memory only, not " + std::string(to_string(args.memory)) +
               " (this Open MPI is not CUDA-aware)");
   const std::size_t n = static_cast<std::size_t>(t_.size());
   if (args.collective == Collective::all_to_allv) {
     if (!args.send_counts || !args.send_displs || !args.recv_counts || !args.recv_displs)
-      return no("all_to_allv needs counts and displacements");
+      return refuse(why, "all_to_allv needs counts and displacements");
     for (std::size_t j = 0; j < n; ++j)
       if (args.send_counts[j] > kIntMax || args.send_displs[j] > kIntMax || args.recv_counts[j] > kIntMax ||
           args.recv_displs[j] > kIntMax)
-        return no("MPI_Alltoallv takes int counts and displacements; the block of rank " + std::to_string(j) +
+        return refuse(why, "MPI_Alltoallv takes int counts and displacements; the block of rank " + std::to_string(j) +
                   " is beyond INT_MAX elements (use the algorithm 'pairwise')");
     return true;
   }
   if (args.count > kIntMax)
-    return no("MPI counts are int: native " + coll + " takes at most INT_MAX (" + std::to_string(INT_MAX) +
+    return refuse(why, "MPI counts are int: native " + coll + " takes at most INT_MAX (" + std::to_string(INT_MAX) +
               ") elements per rank, not " + std::to_string(args.count) + " (use one of comm's algorithms)");
   return true;
 }

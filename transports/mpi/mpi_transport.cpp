@@ -225,9 +225,7 @@ TransportCaps MpiTransport::caps() const noexcept {
 }
 
 LinkInfo MpiTransport::link(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "mpi link: peer " + std::to_string(peer) + " is outside [0, " +
-                                                 std::to_string(size_) + ")");
+  check_peer("link", peer);
   LinkInfo l;
   if (peer == rank_) {
     l = {LinkKind::self, kSelfAlphaUs, kSelfBetaGbps, "mpi self (" + library_version() + ")"};

@@ -91,23 +91,20 @@ bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
 std::vector<std::string> NcclNative::algorithms(Collective) const { return {std::string(kNative)}; }
 
 bool NcclNative::supports(const CollectiveArgs& a, std::string_view algorithm, std::string* why) const {
-  auto no = [&](std::string text) {
-    if (why) *why = std::move(text);
-    return false;
-  };
-  if (algorithm != kNative) return no("the nccl transport has no native algorithm '" + std::string(algorithm) + "'");
+  if (algorithm != kNative)
+    return refuse(why, "the nccl transport has no native algorithm '" + std::string(algorithm) + "'");
   if (a.memory != MemoryKind::cuda)
-    return no("NCCL moves only CUDA device memory; pass buffers with MemoryKind::cuda");
+    return refuse(why, "NCCL moves only CUDA device memory; pass buffers with MemoryKind::cuda");
   if (a.dtype == DataType::bf16 && t_.nccl_version() < kAvgVersion)
-    return no("bf16 needs NCCL 2.10 or newer (this is " + std::to_string(t_.nccl_version()) + ")");
+    return refuse(why, "bf16 needs NCCL 2.10 or newer (this is " + std::to_string(t_.nccl_version()) + ")");
   if (reduces(a.collective) && a.op == ReduceOp::avg && t_.nccl_version() < kAvgVersion)
-    return no("avg needs NCCL 2.10 or newer (ncclAvg); this is " + std::to_string(t_.nccl_version()));
+    return refuse(why, "avg needs NCCL 2.10 or newer (ncclAvg); this is " + std::to_string(t_.nccl_version()));
   const bool rooted = a.collective == Collective::broadcast || a.collective == Collective::reduce ||
                       a.collective == Collective::send || a.collective == Collective::recv;
   if (rooted && (a.root < 0 || a.root >= t_.size()))
-    return no("root/peer " + std::to_string(a.root) + " is outside [0, " + std::to_string(t_.size()) + ")");
+    return refuse(why, "root/peer " + std::to_string(a.root) + " is outside [0, " + std::to_string(t_.size()) + ")");
   if (a.collective == Collective::all_to_allv && (!a.send_counts || !a.send_displs || !a.recv_counts || !a.recv_displs))
-    return no("all_to_allv needs send/recv counts and displacements");
+    return refuse(why, "all_to_allv needs send/recv counts and displacements");
   return true;
 }
 

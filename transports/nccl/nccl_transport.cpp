@@ -195,21 +195,14 @@ void NcclTransport::destroy_comm() noexcept {
 // ---------------------------------------------------------------- interface
 
 TransportCaps NcclTransport::caps() const noexcept {
-  TransportCaps c;
-  c.host_memory = false;
-  c.cuda_memory = true;
-  c.stream_ordered = true;
-  c.can_block = true;
   // A dead peer is noticed by the watchdog when the work outlives its timeout
   // (or when NCCL's network layer reports it), not promptly.
-  c.peer_failure_detection = false;
-  return c;
+  return TransportCaps{.host_memory = false, .cuda_memory = true, .stream_ordered = true, .can_block = true,
+                       .peer_failure_detection = false};
 }
 
 LinkInfo NcclTransport::link(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "nccl transport: link(" + std::to_string(peer) +
-                                                 "): peer out of range [0, " + std::to_string(size_) + ")");
+  check_peer("link", peer);
   return link_between(rank_, peer);
 }
 

@@ -242,20 +242,14 @@ void OfiTransport::exchange_names(Store* store) {
 }
 
 TransportCaps OfiTransport::caps() const noexcept {
-  TransportCaps c;
-  c.host_memory = true;
   // Operations are posted without memory descriptors; device memory would need
   // FI_HMEM plus registration (FI_MR_HMEM), which this transport does not do.
-  c.cuda_memory = false;
-  c.can_block = can_block_;
-  c.peer_failure_detection = detects_failures();
-  return c;
+  return TransportCaps{.host_memory = true, .cuda_memory = false, .can_block = can_block_,
+                       .peer_failure_detection = detects_failures()};
 }
 
 LinkInfo OfiTransport::link(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument,
-                "ofi link: peer " + std::to_string(peer) + " is outside [0, " + std::to_string(size_) + ")");
+  check_peer("link", peer);
   if (peer == rank_) return {LinkKind::self, 0.05, 10.0, "ofi self (" + provider_ + ")"};
   return provider_link(*info_, same_host_[static_cast<std::size_t>(peer)]);
 }

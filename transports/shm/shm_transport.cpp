@@ -105,14 +105,11 @@ ShmTransport::~ShmTransport() {
 }
 
 TransportCaps ShmTransport::caps() const noexcept {
-  TransportCaps c;
-  c.host_memory = true;
-  c.can_block = true;
-  c.peer_failure_detection = true;
-  return c;
+  return TransportCaps{.host_memory = true, .can_block = true, .peer_failure_detection = true};
 }
 
 LinkInfo ShmTransport::link(int peer) const {
+  check_peer("link", peer);
   return shm_link(peer == rank_, p2p_->eager_limit(), peer != rank_ && p2p_->cma(peer));
 }
 

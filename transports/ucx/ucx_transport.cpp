@@ -161,19 +161,13 @@ void UcxTransport::setup() {
 }
 
 TransportCaps UcxTransport::caps() const noexcept {
-  TransportCaps c;
-  c.host_memory = true;
-  c.cuda_memory = false;  // Debian's UCX has no CUDA support; we never register device memory.
-  c.stream_ordered = false;
-  c.can_block = true;
-  c.peer_failure_detection = true;
-  return c;
+  // Debian's UCX has no CUDA support; we never register device memory.
+  return TransportCaps{.host_memory = true, .cuda_memory = false, .stream_ordered = false, .can_block = true,
+                       .peer_failure_detection = true};
 }
 
 LinkInfo UcxTransport::link(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, "ucx link(" + std::to_string(peer) +
-                                                 "): peer outside a group of " + std::to_string(size_));
+  check_peer("link", peer);
   return peers_[static_cast<std::size_t>(peer)].link;
 }
 
