@@ -9,10 +9,7 @@
 
 namespace comm::algo {
 
-void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  HostGroups storage;
-  const HostPlace at = place_of(a, storage);
+void build_allgather_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b) {
   const HostGroups& h = at.hosts;
   const int n = a.nranks, H = at.num_hosts, g = at.host;
   const std::size_t count = a.count;

@@ -12,10 +12,7 @@
 
 namespace comm::algo {
 
-void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  HostGroups storage;
-  const HostPlace at = place_of(a, storage);
+void build_allreduce_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b) {
   const HostGroups& h = at.hosts;
   const int g = at.host, H = at.num_hosts;
   const TreeLinks tree = binomial_over(at.members, 0, at.local);

@@ -135,10 +135,7 @@ void allreduce_rail_block(ScheduleBuilder& b, const AlgoArgs& a, const HostGroup
 
 }  // namespace
 
-void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  HostGroups storage;
-  const HostPlace at = place_of(a, storage);
+void build_allreduce_hierarchical_rail(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b) {
   const HostGroups& h = at.hosts;
   const int me = at.local, H = at.num_hosts;
   const int L = static_cast<int>(at.members.size());
