@@ -1,19 +1,14 @@
 # cmake -DLIB=<libcomm_nccl.so> -DREADELF=<readelf> -DNM=<nm> -P check_plugin.cmake
 # The plugin must export comm_plugin_register (what the registry dlsym()s),
 # nothing else of ours (hidden visibility), and link libcomm, NCCL and cudart.
-if(NOT READELF)
-  find_program(READELF readelf REQUIRED)
-endif()
-if(NOT NM)
-  find_program(NM nm REQUIRED)
-endif()
-execute_process(COMMAND "${READELF}" -d "${LIB}" OUTPUT_VARIABLE _dyn)
+include(${CMAKE_CURRENT_LIST_DIR}/elf_tools.cmake)
+comm_elf_query(_dyn "${READELF}" -d)
 foreach(_want libcomm\\.so libnccl\\.so libcudart\\.so)
   if(NOT _dyn MATCHES "NEEDED[^\n]*${_want}")
     message(FATAL_ERROR "${LIB} does not link ${_want} (NEEDED entries:\n${_dyn})")
   endif()
 endforeach()
-execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE _syms)
+comm_elf_query(_syms "${NM}" -D --defined-only)
 if(NOT _syms MATCHES "[ \t]T comm_plugin_register\n")
   message(FATAL_ERROR "${LIB} does not export comm_plugin_register:\n${_syms}")
 endif()

@@ -35,6 +35,12 @@ struct Fixture {
   Fixture() { test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
   ~Fixture() { cudaStreamDestroy(stream); }
   void sync() { test::cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+  // The plugin's stream engine; the test stops when the plugin was built without one.
+  StreamEngine* engine() {
+    StreamEngine* e = t->stream_engine();
+    REQUIRE_MESSAGE(e != nullptr, "the plugin was built without nvcc: no stream engine");
+    return e;
+  }
 };
 
 // Small exact values; unsigned types get non-negative ones.
@@ -51,8 +57,7 @@ std::vector<std::byte> filled(DataType t, std::size_t n, double (*f)(DataType, s
 
 TEST_CASE("reduction kernel: every dtype x op against a host reference") {
   Fixture f;
-  StreamEngine* engine = f.t->stream_engine();
-  REQUIRE_MESSAGE(engine != nullptr, "the plugin was built without nvcc: no stream engine");
+  StreamEngine* engine = f.engine();
   std::uint64_t seq = 0;
   for (DataType t : kAllDataTypes)
     for (ReduceOp op : kAllReduceOps)
@@ -86,8 +91,7 @@ TEST_CASE("reduction kernel: every dtype x op against a host reference") {
 
 TEST_CASE("reduction kernel: destination aliasing an operand") {
   Fixture f;
-  StreamEngine* engine = f.t->stream_engine();
-  REQUIRE(engine != nullptr);
+  StreamEngine* engine = f.engine();
   const std::size_t n = 4099;
   ScheduleBuilder b;
   b.reduce({BufferId::input, 0, n}, {BufferId::input, 0, n}, {BufferId::scratch, 0, n});
@@ -105,8 +109,7 @@ TEST_CASE("reduction kernel: destination aliasing an operand") {
 
 TEST_CASE("stream engine: grouped self send/recv, zero-length messages, copy") {
   Fixture f;
-  StreamEngine* engine = f.t->stream_engine();
-  REQUIRE(engine != nullptr);
+  StreamEngine* engine = f.engine();
   const std::size_t n = 1000;
   ScheduleBuilder b;
   b.send(0, {BufferId::input, 0, n}, 1);
