@@ -73,16 +73,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   return()
 endif()
 
-if(NOT TARGET comm-bench)
-  return()
-endif()
-
-set(COMM_BENCH_ENV_ucx_shm UCX_TLS=shm)
-set(COMM_BENCH_ENV_ucx_tcp UCX_TLS=tcp UCX_NET_DEVICES=lo)
-set(COMM_BENCH_ENV_ofi_shm FI_PROVIDER=shm COMM_OFI_PROVIDER=shm)
-set(COMM_BENCH_ENV_ofi_tcp "FI_PROVIDER=tcp\;ofi_rxm" "COMM_OFI_PROVIDER=tcp\;ofi_rxm" FI_TCP_IFACE=lo FI_NET_IFACE=lo)
-set(COMM_BENCH_ENV_gloo_tcp COMM_IFACE=127.0.0.1)
-
+comm_script_tests_need(comm-bench)
 foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
   string(REGEX REPLACE "_.*" "" t ${variant})
   string(TOUPPER ${t} T)
@@ -90,7 +81,7 @@ foreach(variant ucx_shm ucx_tcp ofi_shm ofi_tcp gloo_tcp)
     continue()
   endif()
   comm_add_script_test(NAME mp_bench_${variant} LABELS mp bench ${t} TIMEOUT 240
-    ENV ${COMM_BENCH_ENV_${variant}} COMM_CALIBRATE=0
+    ENV ${COMM_TEST_ENV_${variant}} COMM_CALIBRATE=0
     DEFINES COMMRUN=$<TARGET_FILE:commrun> BENCH=$<TARGET_FILE:comm-bench> TRANSPORT=${t}
             JSON=${CMAKE_CURRENT_BINARY_DIR}/bench_${variant}.json)
 endforeach()
@@ -103,7 +94,7 @@ foreach(t ucx gloo)
     continue()
   endif()
   comm_mp_test(NAME mp_bench_nccl_format_${t} RANKS 2 LABELS mp bench ${t} TIMEOUT 120
-    ENV ${COMM_BENCH_ENV_${t}_${t}} COMM_IFACE=127.0.0.1 UCX_TLS=shm COMMRUN_ARGS --no-prefix
+    ENV COMM_IFACE=127.0.0.1 UCX_TLS=shm COMMRUN_ARGS --no-prefix
     COMMAND comm-bench --transport ${t} -t 1 -g 1 -b 8 -e 64K -f 8 -n 5 -w 1 -m 2 -c 2 -a 1 --quiet)
   set_tests_properties(mp_bench_nccl_format_${t} PROPERTIES PASS_REGULAR_EXPRESSION
     "#  Rank  1 Group  0 Pid[^\n]*\n#\n#[ ]+out-of-place[ ]+in-place\n.*\n           8 +2 +float +sum +-1( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)\n.*\n       65536 +16384 +float +sum +-1( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)( +[0-9.]+ +[0-9.]+ +[0-9.]+ +0)\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : [0-9.e+]+ \n")

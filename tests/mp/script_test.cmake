@@ -15,15 +15,25 @@ function(comm_script_require)
   endforeach()
 endfunction()
 
+# comm_script_run(<what> <out-var> <err-var> <command>...): runs the command
+# and stores what it printed on stdout and stderr; stops the script, naming
+# <what> and showing both, when it exits non-zero.
+function(comm_script_run what out_var err_var)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} exited with ${rc}:\n${out}\n${err}")
+  endif()
+  set(${out_var} "${out}" PARENT_SCOPE)
+  set(${err_var} "${err}" PARENT_SCOPE)
+endfunction()
+
 # comm_add_script_test(NAME <name> LABELS <label>... TIMEOUT <seconds>
 #                      [ENV <VAR=VALUE>...] DEFINES <VAR=VALUE>...)
-# adds a ctest that runs the calling file as the test:
+# adds a ctest that runs the calling file as the test (configure mode only:
+# comm_test_args comes from tests/mp/CMakeLists.txt):
 # `cmake -D<VAR=VALUE>... -P <calling file>`, with that environment.
 function(comm_add_script_test)
-  cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;TIMEOUT" "LABELS;ENV;DEFINES")
-  if(NOT T_NAME OR NOT T_TIMEOUT OR NOT T_DEFINES)
-    message(FATAL_ERROR "comm_add_script_test: NAME, TIMEOUT and DEFINES are required")
-  endif()
+  comm_test_args(comm_add_script_test "NAME;TIMEOUT" "LABELS;ENV;DEFINES" NAME TIMEOUT DEFINES)
   set(defines "")
   foreach(d IN LISTS T_DEFINES)
     list(APPEND defines "-D${d}")
@@ -31,3 +41,19 @@ function(comm_add_script_test)
   add_test(NAME ${T_NAME} COMMAND ${CMAKE_COMMAND} ${defines} -P ${CMAKE_CURRENT_LIST_FILE})
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${T_ENV}")
 endfunction()
+
+# comm_script_tests_need(<target>): in configure mode, stops reading the calling
+# file when <target> is not built (a macro, so its return() leaves the caller).
+macro(comm_script_tests_need target)
+  if(NOT TARGET ${target})
+    return()
+  endif()
+endmacro()
+
+# The environment each script test runs a transport under on this one host:
+# <transport>_shm through shared memory, <transport>_tcp through loopback.
+set(COMM_TEST_ENV_ucx_shm UCX_TLS=shm)
+set(COMM_TEST_ENV_ucx_tcp UCX_TLS=tcp UCX_NET_DEVICES=lo)
+set(COMM_TEST_ENV_ofi_shm FI_PROVIDER=shm COMM_OFI_PROVIDER=shm)
+set(COMM_TEST_ENV_ofi_tcp "FI_PROVIDER=tcp\;ofi_rxm" "COMM_OFI_PROVIDER=tcp\;ofi_rxm" FI_TCP_IFACE=lo FI_NET_IFACE=lo)
+set(COMM_TEST_ENV_gloo_tcp COMM_IFACE=127.0.0.1)
