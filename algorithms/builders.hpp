@@ -34,8 +34,12 @@ void build_all_to_all_bruck(const AlgoArgs& a, ScheduleBuilder& b);
 void build_all_to_allv_pairwise(const AlgoArgs& a, ScheduleBuilder& b);
 void build_barrier_dissemination(const AlgoArgs& a, ScheduleBuilder& b);
 // Over the host groups (hierarchy.hpp): one file each, allreduce_hierarchical*.cpp etc.
-// Those taking this rank's HostPlace are registered through on_hosts<>, which
-// finds the place and skips empty calls for all of them.
+void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b);
+void build_reduce_scatter_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+// What those four build from this rank's place among the hosts; the two-argument
+// forms (hierarchy.cpp) find the place and skip empty calls for all of them.
 struct HostPlace;
 void build_allreduce_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);
 void build_allreduce_hierarchical_rail(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);

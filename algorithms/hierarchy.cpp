@@ -21,6 +21,28 @@ HostPlace place_of(const AlgoArgs& a, HostGroups& storage) {
   return {h, g, h.local_index[static_cast<std::size_t>(a.rank)], h.num_hosts(), h.members[static_cast<std::size_t>(g)]};
 }
 
+namespace {
+
+using PlacedBuild = void (*)(const AlgoArgs&, const HostPlace&, ScheduleBuilder&);
+
+// Nothing for an empty call, else build from this rank's place among the hosts.
+void on_hosts(const AlgoArgs& a, ScheduleBuilder& b, PlacedBuild build) {
+  if (a.count == 0) return;
+  HostGroups storage;
+  build(a, place_of(a, storage), b);
+}
+
+}  // namespace
+
+void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) { on_hosts(a, b, build_allreduce_hierarchical); }
+void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b) {
+  on_hosts(a, b, build_allreduce_hierarchical_rail);
+}
+void build_reduce_scatter_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) {
+  on_hosts(a, b, build_reduce_scatter_hierarchical);
+}
+void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b) { on_hosts(a, b, build_allgather_hierarchical); }
+
 TreeLinks binomial_over(const std::vector<int>& members, int root_index, int self_index) {
   const int n = static_cast<int>(members.size());
   const int v = relative(self_index, root_index, n);

@@ -29,15 +29,6 @@ struct HostPlace {
 };
 HostPlace place_of(const AlgoArgs& a, HostGroups& storage);
 
-// The build function of a hierarchical algorithm that starts from this rank's
-// place among the hosts: nothing for an empty call, else Build(a, place, b).
-template <void (*Build)(const AlgoArgs&, const HostPlace&, ScheduleBuilder&)>
-void on_hosts(const AlgoArgs& a, ScheduleBuilder& b) {
-  if (a.count == 0) return;
-  HostGroups storage;
-  Build(a, place_of(a, storage), b);
-}
-
 inline int agent(const HostGroups& h, int host, int rank) {
   return h.member(host, h.local_index[static_cast<std::size_t>(rank)] % h.host_size(host));
 }

@@ -42,9 +42,9 @@ struct Step {
   StepKind kind = StepKind::copy;
   int peer = -1;            ///< send/recv only
   std::uint32_t tag = 0;    ///< send/recv only; < 2^kScheduleTagBits; unique per (direction, peer) within one schedule
-  Region src;
-  Region src2;
-  Region dst;
+  Region src{};
+  Region src2{};
+  Region dst{};
   std::uint32_t first_dep = 0;  ///< index into Schedule::deps
   std::uint32_t num_deps = 0;
 };

@@ -47,6 +47,21 @@ class TransportBase : public Transport, NonCopyable {
   std::string_view name_;
 };
 
+/// A TransportBase that also offers its own collectives: Native (a
+/// NativeCollectivesOf<Derived>) is held here and runs on the derived transport.
+template <class Derived, class Native>
+class NativeTransportBase : public TransportBase {
+ public:
+  NativeCollectives* native() noexcept final { return &native_; }
+
+ protected:
+  /// `self` is the transport being constructed; Native only keeps the reference.
+  NativeTransportBase(std::string_view name, const TransportInit& init, Derived& self) noexcept
+      : TransportBase(name, init), native_(self) {}
+
+  Native native_;
+};
+
 }  // namespace comm
 
 /// Declares, inside a class derived from comm::TransportBase, the overrides of

@@ -165,10 +165,9 @@ struct GlooTransport::Waiter {
 };
 
 GlooTransport::GlooTransport(const TransportInit& init)
-    : TransportBase("gloo", init),
+    : NativeTransportBase("gloo", init, *this),
       timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}),
-      backstop_(timeout_ * 4 + std::chrono::seconds(60)),
-      native_(*this) {
+      backstop_(timeout_ * 4 + std::chrono::seconds(60)) {
   if (!init.store)
     throw Error(ErrorCode::invalid_config, "gloo transport: no store was given to meet the other ranks");
   auto store = make_prefix_store(init.store, "gloo/");

@@ -89,13 +89,12 @@ class GlooNative final : public NativeCollectivesOf<GlooTransport> {
   std::vector<std::byte> scratch_;  ///< reduce's full-size output on non-roots; in-place all_to_all copy
 };
 
-class GlooTransport final : public TransportBase {
+class GlooTransport final : public NativeTransportBase<GlooTransport, GlooNative> {
  public:
   explicit GlooTransport(const TransportInit& init);
   ~GlooTransport() override;
 
   COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
-  NativeCollectives* native() noexcept override { return &native_; }
 
   // ---- for GlooNative
   const std::shared_ptr<gloo::rendezvous::Context>& context() const noexcept { return context_; }
@@ -137,7 +136,6 @@ class GlooTransport final : public TransportBase {
   void connect_watched(const std::shared_ptr<Store>& store);  // see gloo_transport.cpp
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  GlooNative native_;
 
   // Completion threads and the operations they wait on (all guarded by mutex_).
   mutable std::mutex mutex_;

@@ -90,9 +90,8 @@ void abandon(std::vector<std::byte>&& buffer) { new std::vector<std::byte>(std::
 }  // namespace
 
 MpiTransport::MpiTransport(const TransportInit& init)
-    : TransportBase("mpi", init),
-      timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}),
-      native_(*this) {
+    : NativeTransportBase("mpi", init, *this),
+      timeout_(init.config ? init.config->timeout : std::chrono::milliseconds{300'000}) {
   if (!init.store)
     throw Error(ErrorCode::invalid_config, "mpi transport: no store was given to meet the other ranks");
   const MPI_Comm base = base_comm(init.config);

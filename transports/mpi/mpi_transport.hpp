@@ -54,13 +54,12 @@ class MpiNative final : public NativeCollectivesOf<MpiTransport> {
   std::vector<int> ints_;           ///< all_to_allv counts and displacements as int
 };
 
-class MpiTransport final : public TransportBase, public Shutdownable {
+class MpiTransport final : public NativeTransportBase<MpiTransport, MpiNative>, public Shutdownable {
  public:
   explicit MpiTransport(const TransportInit& init);
   ~MpiTransport() override;
 
   COMM_TRANSPORT_POINT_TO_POINT_OVERRIDES;
-  NativeCollectives* native() noexcept override { return &native_; }
 
   void shutdown_before_finalize() noexcept override;
 
@@ -121,7 +120,6 @@ class MpiTransport final : public TransportBase, public Shutdownable {
   std::size_t max_part_ = 0;  ///< largest payload message (transport option mpi.max_part_bytes, default 1 GiB)
   std::vector<bool> same_host_;
   Watch watch_;
-  MpiNative native_;
 
   // Control messages arrive in a ring of pre-posted MPI_ANY_SOURCE receives,
   // consumed strictly in posting order (= the order MPI matched them).

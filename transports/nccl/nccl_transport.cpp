@@ -54,7 +54,7 @@ ncclDataType_t to_nccl(DataType t) noexcept {
 
 // ---------------------------------------------------------------- creation
 
-NcclTransport::NcclTransport(const TransportInit& init) : TransportBase("nccl", init) {
+NcclTransport::NcclTransport(const TransportInit& init) : NativeTransportBase("nccl", init, *this) {
   if (!init.store || !init.peers)
     throw Error(ErrorCode::invalid_argument,
                 "nccl transport: TransportInit::store and ::peers are required; ranks meet through the store");

@@ -99,7 +99,7 @@ class NcclStreamEngine final : public StreamEngine {
 };
 #endif
 
-class NcclTransport final : public TransportBase {
+class NcclTransport final : public NativeTransportBase<NcclTransport, NcclNative> {
  public:
   // Selects the device (Config::device, default the local rank on its host), meets the
   // other ranks through init.store ("nccl/id"), creates the communicator and
@@ -114,7 +114,6 @@ class NcclTransport final : public TransportBase {
   // NCCL's asynchronous error and throws the communicator's error if it failed.
   COMM_TRANSPORT_PROGRESS_OVERRIDES;
 
-  NativeCollectives* native() noexcept override { return &native_; }
   StreamEngine* stream_engine() noexcept override;
 
   // ---- for NcclNative and NcclStreamEngine
@@ -195,7 +194,6 @@ class NcclTransport final : public TransportBase {
   std::condition_variable wait_cv_;
   bool interrupted_ = false;
 
-  NcclNative native_{*this};
 #if COMM_NCCL_HAVE_KERNELS
   NcclStreamEngine engine_{*this};
 #endif

@@ -171,47 +171,21 @@ LinkInfo UcxTransport::link(int peer) const {
   return peers_[static_cast<std::size_t>(peer)].link;
 }
 
-void UcxTransport::check_peer(int peer, std::uint64_t tag, const char* what) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::invalid_argument, std::string("ucx ") + what + ": peer " +
-                                                 std::to_string(peer) + " is outside a group of " +
-                                                 std::to_string(size_));
-  if (tag > kUserTagMask)
-    throw Error(ErrorCode::invalid_argument, std::string("ucx ") + what + ": tag " + hex(tag) +
-                                                 " does not fit in comm::kTagBits (48) bits");
-}
-
 void UcxTransport::isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes,
                          Completion& c) {
-  check_peer(peer, tag, "isend");
-  Peer& p = peers_[static_cast<std::size_t>(peer)];
-  begin_post(c, peer, tag, bytes, true);
-  if (p.dead || p.closed) {
-    finish(posting_, c, p.dead ? UCS_ERR_CONNECTION_RESET : UCS_ERR_CANCELED, 0);
-    posting_.completion = nullptr;
-    return;
-  }
-  ucp_request_param_t prm;
-  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  Peer* p = begin_post(c, peer, tag, data, bytes, true);
+  if (p == nullptr) return;
+  ucp_request_param_t prm = callback_param();
   prm.cb.send = &UcxTransport::send_callback;
-  prm.user_data = this;
-  end_post(ucp_tag_send_nbx(p.ep, data, bytes, wire_tag(rank_, tag), &prm), bytes);
+  end_post(ucp_tag_send_nbx(p->ep, data, bytes, wire_tag(rank_, tag), &prm), bytes);
 }
 
 void UcxTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes,
                          Completion& c) {
-  check_peer(peer, tag, "irecv");
-  Peer& p = peers_[static_cast<std::size_t>(peer)];
-  begin_post(c, peer, tag, bytes, false);
-  if (p.closed) {
-    finish(posting_, c, UCS_ERR_CANCELED, 0);
-    posting_.completion = nullptr;
-    return;
-  }
-  ucp_request_param_t prm;
-  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  Peer* p = begin_post(c, peer, tag, data, bytes, false);
+  if (p == nullptr) return;
+  ucp_request_param_t prm = callback_param();
   prm.cb.recv = &UcxTransport::recv_callback;
-  prm.user_data = this;
   // UCX 1.13 does not report the length of a receive that completes in place
   // (recv_info stays unwritten), so take an already-arrived message through
   // probe + msg_recv, whose probe gives its length; otherwise post normally.
@@ -227,7 +201,7 @@ void UcxTransport::irecv(int peer, std::uint64_t tag, void* data, std::size_t by
   else
     ret = ucp_tag_recv_nbx(worker_, data, bytes, wtag, kFullMask, &prm);
   end_post(ret, info.length);
-  if (p.dead && !posted_done_ && UCS_PTR_IS_PTR(ret) && ret != nullptr) {
+  if (p->dead && !posted_done_ && UCS_PTR_IS_PTR(ret) && ret != nullptr) {
     // Not satisfied by what had arrived: nothing more will come. (A receive
     // matched to a rendezvous of the dead peer cannot be cancelled, hence detach.)
     detach(static_cast<PendingOp*>(ret), ErrorCode::peer_failed, peer_failure(peer));
@@ -239,8 +213,10 @@ void UcxTransport::request_init(void* request) {
   new (request) PendingOp();
 }
 
-void UcxTransport::begin_post(Completion& c, int peer, std::uint64_t tag, std::size_t bytes,
-                              bool is_send) noexcept {
+Peer* UcxTransport::begin_post(Completion& c, int peer, std::uint64_t tag, const void* data, std::size_t bytes,
+                              bool is_send) {
+  check_p2p_args(is_send ? "isend" : "irecv", peer, tag, data, bytes);
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
   posting_.state = PendingOp::State::idle;
   posting_.is_send = is_send;
   posting_.peer = peer;
@@ -248,6 +224,21 @@ void UcxTransport::begin_post(Completion& c, int peer, std::uint64_t tag, std::s
   posting_.tag = tag;
   posting_.bytes = bytes;
   posted_done_ = false;
+  // A send to a dead peer fails; a receive from one is still posted (what it
+  // sent before dying may be here). Nothing goes to or comes from a closed one.
+  const ucs_status_t refused =
+      (is_send && p.dead) ? UCS_ERR_CONNECTION_RESET : (p.closed ? UCS_ERR_CANCELED : UCS_OK);
+  if (refused == UCS_OK) return &p;
+  finish(posting_, c, refused, 0);
+  posting_.completion = nullptr;
+  return nullptr;
+}
+
+ucp_request_param_t UcxTransport::callback_param() noexcept {
+  ucp_request_param_t prm;
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.user_data = this;
+  return prm;
 }
 
 // `ret` is what ucp_*_nbx returned: NULL (done in place; UCX calls no

@@ -132,9 +132,11 @@ class UcxTransport final : public TransportBase {
   void setup();
   void connect(const TransportInit& init);
   void shutdown() noexcept;
-  void check_peer(int peer, std::uint64_t tag, const char* what) const;
-  void begin_post(Completion& c, int peer, std::uint64_t tag, std::size_t bytes,
-                  bool is_send) noexcept;
+  /// Checks the arguments (throws invalid_argument) and starts posting c: the
+  /// peer, or null when it cannot take the operation (c has then failed).
+  Peer* begin_post(Completion& c, int peer, std::uint64_t tag, const void* data, std::size_t bytes, bool is_send);
+  /// Parameters with this transport as user data; the caller sets the callback.
+  ucp_request_param_t callback_param() noexcept;
   void end_post(void* ret, std::size_t length) noexcept;
   void completed(void* request, ucs_status_t status, std::size_t length) noexcept;
   void untrack(PendingOp* op) noexcept;
