@@ -2,7 +2,6 @@
 // collective it implements, its build function and a one-line summary.
 
 #include "algorithms/builders.hpp"
-#include "algorithms/hierarchy.hpp"
 
 #include <array>
 
@@ -22,21 +21,21 @@ constexpr std::array kAlgorithms{
               "log2(n) whole-vector exchanges (any n: extra ranks fold in first); small messages"},
     Algorithm{"rabenseifner", Collective::allreduce, build_allreduce_rabenseifner,
               "recursive-halving reduce-scatter + recursive-doubling all-gather (any n: extra ranks fold in)"},
-    Algorithm{"hierarchical", Collective::allreduce, on_hosts<build_allreduce_hierarchical>,
+    Algorithm{"hierarchical", Collective::allreduce, build_allreduce_hierarchical,
               "leader per host: reduce up a host tree, leaders exchange directly, broadcast down; small messages"},
-    Algorithm{"hierarchical_rail", Collective::allreduce, on_hosts<build_allreduce_hierarchical_rail>,
+    Algorithm{"hierarchical_rail", Collective::allreduce, build_allreduce_hierarchical_rail,
               "host ring reduce-scatter, ring all-reduce per rail across hosts, host ring all-gather"},
     Algorithm{"ring", Collective::reduce_scatter, build_reduce_scatter_ring,
               "n-1 ring steps, chunk-pipelined; bandwidth-optimal"},
     Algorithm{"direct", Collective::reduce_scatter, build_reduce_scatter_direct,
               "every rank sends block j to rank j and folds in rank order; 1 latency"},
-    Algorithm{"hierarchical", Collective::reduce_scatter, on_hosts<build_reduce_scatter_hierarchical>,
+    Algorithm{"hierarchical", Collective::reduce_scatter, build_reduce_scatter_hierarchical,
               "blocks to their agent on each host, folded there, then agents to owners; each block crosses once"},
     Algorithm{"ring", Collective::allgather, build_allgather_ring,
               "n-1 ring steps, chunk-pipelined; bandwidth-optimal"},
     Algorithm{"direct", Collective::allgather, build_allgather_direct,
               "every rank sends its block to every rank; 1 latency"},
-    Algorithm{"hierarchical", Collective::allgather, on_hosts<build_allgather_hierarchical>,
+    Algorithm{"hierarchical", Collective::allgather, build_allgather_hierarchical,
               "each block to its agent on every other host, then agents share inside their host"},
     Algorithm{"tree", Collective::broadcast, build_broadcast_tree,
               "binomial tree, chunk-pipelined; log2(n) latencies"},
