@@ -38,12 +38,6 @@ std::string_view to_string(LogLevel l) noexcept {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 [[noreturn]] void bad_value(std::string_view var, std::string_view value, std::string_view expected) {
   throw Error(ErrorCode::invalid_config, std::string(var) + "='" + std::string(value) +
                                              "' is not valid: expected " + std::string(expected));
@@ -52,7 +46,7 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 LogLevel parse_log_level(std::string_view s) {
-  const std::string l = lower(s);
+  const std::string l = util::ascii_lower(s);
   if (l == "off" || l == "none") return LogLevel::off;
   if (l == "warn" || l == "warning") return LogLevel::warn;
   if (l == "info") return LogLevel::info;
@@ -100,7 +94,7 @@ long long parse_int(const Found& f, long long min, long long max) {
 }
 
 bool parse_bool(const Found& f) {
-  const std::string l = lower(f.value);
+  const std::string l = util::ascii_lower(f.value);
   if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
   if (l == "0" || l == "false" || l == "no" || l == "off") return false;
   bad_value(f.name, f.value, "1/0, true/false, yes/no or on/off");

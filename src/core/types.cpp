@@ -1,6 +1,8 @@
 #include <comm/error.hpp>
 #include <comm/types.hpp>
 
+#include "util/c_locale.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -85,16 +87,9 @@ std::string_view to_string(LinkKind k) noexcept {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 template <class E, std::size_t N>
 E parse_enum(std::string_view name, const E (&all)[N], std::string_view what) {
-  const std::string l = lower(name);
+  const std::string l = util::ascii_lower(name);
   std::string valid;
   for (E e : all) {
     if (to_string(e) == l) return e;
@@ -108,7 +103,7 @@ E parse_enum(std::string_view name, const E (&all)[N], std::string_view what) {
 }  // namespace
 
 DataType parse_dtype(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string l = util::ascii_lower(name);
   if (l == "float" || l == "float32") return DataType::f32;
   if (l == "double" || l == "float64") return DataType::f64;
   if (l == "half" || l == "float16") return DataType::f16;
@@ -123,7 +118,7 @@ DataType parse_dtype(std::string_view name) {
 ReduceOp parse_reduce_op(std::string_view name) { return parse_enum(name, kAllReduceOps, "reduce op"); }
 
 Collective parse_collective(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string l = util::ascii_lower(name);
   if (l == "alltoall") return Collective::all_to_all;
   if (l == "alltoallv") return Collective::all_to_allv;
   if (l == "reducescatter") return Collective::reduce_scatter;

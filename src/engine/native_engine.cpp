@@ -5,6 +5,7 @@
 #include "engine/engine.hpp"
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,24 +40,16 @@ class NativeEngine final : public Engine {
   void interrupt() noexcept override { transport_.interrupt(); }
 
  private:
+  // CollectiveArgs' arrays are null, not empty, when the collective has none.
+  static const std::size_t* data_or_null(std::span<const std::size_t> v) { return v.empty() ? nullptr : v.data(); }
+
   static CollectiveArgs args(const Call& call, std::chrono::milliseconds timeout, std::uint64_t seq) {
-    CollectiveArgs a;
-    a.collective = call.collective;
-    a.send = call.input;
-    a.recv = call.output;
-    a.count = call.count;
-    a.dtype = call.dtype;
-    a.op = call.op;
-    a.root = call.root;
-    a.send_counts = call.send_counts.empty() ? nullptr : call.send_counts.data();
-    a.send_displs = call.send_displs.empty() ? nullptr : call.send_displs.data();
-    a.recv_counts = call.recv_counts.empty() ? nullptr : call.recv_counts.data();
-    a.recv_displs = call.recv_displs.empty() ? nullptr : call.recv_displs.data();
-    a.memory = call.memory;
-    a.stream = call.options ? call.options->stream : nullptr;
-    a.timeout = timeout;
-    a.sequence = seq;
-    return a;
+    return CollectiveArgs{.collective = call.collective, .send = call.input, .recv = call.output, .count = call.count,
+                          .dtype = call.dtype, .op = call.op, .root = call.root,
+                          .send_counts = data_or_null(call.send_counts), .send_displs = data_or_null(call.send_displs),
+                          .recv_counts = data_or_null(call.recv_counts), .recv_displs = data_or_null(call.recv_displs),
+                          .memory = call.memory, .stream = call.options ? call.options->stream : nullptr,
+                          .timeout = timeout, .sequence = seq};
   }
 
   Transport& transport_;

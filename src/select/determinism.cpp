@@ -253,12 +253,8 @@ namespace {
 // One configuration: false (and *why) if some defined output element is not the rank-ordered fold.
 bool ordered_at(const algo::Algorithm& alg, int nranks, int root, std::size_t count, std::size_t chunk,
                 std::string* why) {
-  algo::AlgoArgs a;
-  a.collective = alg.collective;
-  a.nranks = nranks;
-  a.count = count;
-  a.chunk_elems = chunk;
-  a.root = root;
+  const algo::AlgoArgs a{
+      .collective = alg.collective, .nranks = nranks, .count = count, .root = root, .chunk_elems = chunk};
   Expressions ex;
   const auto out = SymbolicRun(alg, a, ex).outputs();
   for (int r = 0; r < nranks; ++r)

@@ -16,6 +16,15 @@
 
 namespace comm::util {
 
+// `s` with A-Z lowered (what std::tolower does in the "C" locale, whatever
+// locale the program set): for names compared case-insensitively.
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
 // Streams that always use the classic "C" locale.
 inline std::ostringstream c_ostream() {
   std::ostringstream os;

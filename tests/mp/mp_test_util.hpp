@@ -68,6 +68,20 @@ inline comm::Communicator create_or_exit(const comm::Config& cfg) {
 // Seconds from `t0` to now.
 inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Calls fn, which must throw comm::Error, and hands the error and the seconds
+// fn took to on_error; fails the test with `if_returned` when fn returns.
+template <class Fn, class OnError>
+void expect_error(Fn&& fn, const char* if_returned, OnError&& on_error) {
+  const auto t0 = Clock::now();
+  try {
+    fn();
+  } catch (const comm::Error& e) {
+    on_error(e, seconds_since(t0));
+    return;
+  }
+  fail(if_returned);
+}
+
 // The waiting side of a timeout test (rank 0, whose peer never joins): an
 // all-reduce with `algorithm` must fail with ErrorCode::timeout at `timeout`
 // (no sooner than 0.9 of it, at most 2.5 s later), leave the communicator
@@ -79,31 +93,22 @@ inline std::string expect_timeout_then_fail_fast(comm::Communicator& c, const st
   std::vector<float> data(4096, 1.0f);
   comm::CallOptions opts;
   opts.algorithm = algorithm;
+  const auto allreduce = [&] { c.allreduce(comm::view(data), comm::ReduceOp::sum, opts); };
   std::string message;
-  const auto t0 = Clock::now();
-  try {
-    c.allreduce(comm::view(data), comm::ReduceOp::sum, opts);
-    fail("allreduce completed although rank 1 never called it");
-  } catch (const comm::Error& e) {
-    const double took = seconds_since(t0);
+  expect_error(allreduce, "allreduce completed although rank 1 never called it", [&](const comm::Error& e, double took) {
     message = e.what();
     std::printf("rank %d: %s allreduce failed after %.2f s (timeout %.2f s): %s: %s\n", c.rank(), algorithm.c_str(),
                 took, timeout_s, std::string(comm::to_string(e.code())).c_str(), e.what());
     if (e.code() != comm::ErrorCode::timeout) fail("expected ErrorCode::timeout");
     if (took < timeout_s * 0.9 || took > timeout_s + 2.5) fail("the timeout did not fire at the configured time");
-  }
+  });
   if (!c.failed()) fail("the communicator is not failed after a timeout");
-  const auto t1 = Clock::now();
-  try {
-    c.allreduce(comm::view(data), comm::ReduceOp::sum, opts);
-    fail("a call on a failed communicator succeeded");
-  } catch (const comm::Error& e) {
-    const double took = seconds_since(t1);
+  expect_error(allreduce, "a call on a failed communicator succeeded", [&](const comm::Error& e, double took) {
     std::printf("rank %d: next call failed after %.4f s: %s: %s\n", c.rank(), took,
                 std::string(comm::to_string(e.code())).c_str(), e.what());
     if (e.code() != comm::ErrorCode::communicator_failed) fail("expected ErrorCode::communicator_failed");
     if (took > 0.1) fail("the next call did not fail fast");
-  }
+  });
   return message;
 }
 

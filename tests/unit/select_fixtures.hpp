@@ -5,6 +5,7 @@
 #include "select/cost_model.hpp"
 
 #include <comm/comm.hpp>
+#include <doctest/doctest.h>
 
 #include <exception>
 #include <functional>
@@ -14,6 +15,15 @@
 #include <vector>
 
 namespace comm::test {
+
+// Checks the four figures of a link that a tuning file carries.
+inline void check_link_figures(const LinkInfo& l, double alpha_us, double beta_gbps, std::size_t rndv_threshold_bytes,
+                               double rndv_extra_us) {
+  CHECK(l.alpha_us == alpha_us);
+  CHECK(l.beta_gbps == beta_gbps);
+  CHECK(l.rndv_threshold_bytes == rndv_threshold_bytes);
+  CHECK(l.rndv_extra_us == rndv_extra_us);
+}
 
 // n x n: self links on the diagonal, `kind` with alpha/beta everywhere else.
 inline LinkMatrix uniform_links(int n, LinkKind kind, double alpha, double beta, const std::string& detail = "test") {

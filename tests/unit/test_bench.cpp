@@ -494,10 +494,7 @@ TEST_CASE("a version 1 tuning file still loads and leaves the newer figures alon
   ComputeParams c;
   c.op_overhead_us = 0.75;
   REQUIRE(load_tuning(path, m, c));
-  CHECK(m.at(0, 1).alpha_us == 11.5);
-  CHECK(m.at(0, 1).beta_gbps == 2.9);
-  CHECK(m.at(0, 1).rndv_threshold_bytes == 8192);
-  CHECK(m.at(0, 1).rndv_extra_us == 2.0);
+  test::check_link_figures(m.at(0, 1), 11.5, 2.9, 8192, 2.0);
   CHECK(c.reduce_gbps == 6.1);
   CHECK(c.op_overhead_us == 0.75);
   CHECK(c.cache_bytes == 0);

@@ -88,10 +88,7 @@ void send_while_reducing(const algo::AlgoArgs& a, ScheduleBuilder& b) {
 
 TEST_CASE("cost model: a receiver that copies the data cannot reduce meanwhile") {
   const algo::Algorithm alg{"send_while_reducing", Collective::allreduce, send_while_reducing, "test"};
-  ComputeParams cp;
-  cp.op_overhead_us = 0;
-  cp.step_overhead_us = 0;
-  cp.reduce_gbps = 2.0;
+  const ComputeParams cp{.reduce_gbps = 2.0, .step_overhead_us = 0, .op_overhead_us = 0};
   const std::size_t bytes = 40000;
   const double xfer = static_cast<double>(bytes) / 8e3, reduce = static_cast<double>(bytes) / 2e3;
   LinkMatrix links = uniform_links(2, 0.0, 8.0);
@@ -130,10 +127,7 @@ TEST_CASE("cost model: a port carries one message per step_overhead_us + bytes /
 
 TEST_CASE("cost model: local steps cost overhead + bytes / rate on the compute unit") {
   const algo::Algorithm alg{"local_only", Collective::allreduce, local_only, "test"};
-  ComputeParams cp;
-  cp.reduce_gbps = 4.0;
-  cp.copy_gbps = 16.0;
-  cp.step_overhead_us = 0.5;
+  const ComputeParams cp{.reduce_gbps = 4.0, .copy_gbps = 16.0, .step_overhead_us = 0.5};
   const std::size_t bytes = 4000;
   const double want = cp.op_overhead_us + 2 * cp.step_overhead_us + bytes / (4.0 * 1e3) + bytes / (16.0 * 1e3);
   CHECK(predict_us(alg, args_for(Collective::allreduce, 3, bytes), uniform_links(3, 1, 1), cp) ==

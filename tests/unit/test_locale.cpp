@@ -7,6 +7,7 @@
 
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "local_group.hpp"
+#include "select_fixtures.hpp"
 
 #include "select/tuning_file.hpp"
 
@@ -122,10 +123,7 @@ TEST_CASE("locale: the tuning file is written with '.' and reads back exactly") 
   for (auto& l : back.links) l.alpha_us = l.beta_gbps = l.rndv_extra_us = 0, l.rndv_threshold_bytes = 0;
   ComputeParams c;
   REQUIRE(load_tuning(path, back, c));
-  CHECK(back.at(0, 1).alpha_us == 12.25);
-  CHECK(back.at(0, 1).beta_gbps == 2.75);
-  CHECK(back.at(0, 1).rndv_threshold_bytes == 1234567);
-  CHECK(back.at(0, 1).rndv_extra_us == 3.5);
+  test::check_link_figures(back.at(0, 1), 12.25, 2.75, 1234567, 3.5);
   CHECK(c.reduce_gbps == 6.125);
   CHECK(c.step_overhead_us == 0.0625);
   std::filesystem::remove(path);

@@ -2,6 +2,7 @@
 
 #include <comm/version.hpp>
 
+#include "util/c_locale.hpp"
 #include "util/log.hpp"
 
 #include <gloo/common/error.h>
@@ -50,9 +51,7 @@ constexpr double kSelfBetaGbps = 13.7;
 constexpr std::chrono::microseconds kSpinBeforeSleep{30};
 
 ErrorCode classify(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const std::string lower = util::ascii_lower(text);
   auto has = [&](const char* s) { return lower.find(s) != std::string::npos; };
   if (has("timed out") || has("timeout")) return ErrorCode::timeout;
   if (has("closed") || has("reset") || has("broken pipe") || has("refused") || has("eof"))

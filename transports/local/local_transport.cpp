@@ -8,12 +8,14 @@
 
 #include <comm/transport.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -52,6 +54,17 @@ struct PendingRecv {
   std::size_t bytes;
   Completion* c;
 };
+
+// Removes and returns the first entry of `queue` from `src` with `tag` (the
+// oldest, so messages of one source and tag match in posting order).
+template <class Entry>
+std::optional<Entry> take_first(std::deque<Entry>& queue, int src, std::uint64_t tag) {
+  const auto it = std::find_if(queue.begin(), queue.end(), [&](const Entry& e) { return e.src == src && e.tag == tag; });
+  if (it == queue.end()) return std::nullopt;
+  Entry e = *it;
+  queue.erase(it);
+  return e;
+}
 
 // Messages addressed to one rank: receives it posted, sends that found no receive yet.
 struct Mailbox {
@@ -99,12 +112,9 @@ class LocalTransport final : public Transport {
   void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c) override {
     Mailbox& box = fabric_->boxes[static_cast<std::size_t>(peer)];
     std::unique_lock lk(box.mu);
-    for (auto it = box.posted.begin(); it != box.posted.end(); ++it) {
-      if (it->src != rank_ || it->tag != tag) continue;
-      PendingRecv r = *it;
-      box.posted.erase(it);
+    if (const auto r = take_first(box.posted, rank_, tag)) {
       lk.unlock();
-      deliver(data, bytes, r, peer);
+      deliver(data, bytes, *r, peer);
       c.complete(bytes);
       return;
     }
@@ -114,13 +124,10 @@ class LocalTransport final : public Transport {
   void irecv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Completion& c) override {
     Mailbox& box = fabric_->boxes[static_cast<std::size_t>(rank_)];
     std::unique_lock lk(box.mu);
-    for (auto it = box.unexpected.begin(); it != box.unexpected.end(); ++it) {
-      if (it->src != peer || it->tag != tag) continue;
-      PendingSend s = *it;
-      box.unexpected.erase(it);
+    if (const auto s = take_first(box.unexpected, peer, tag)) {
       lk.unlock();
-      deliver(s.data, s.bytes, {peer, tag, data, bytes, &c}, rank_);
-      s.c->complete(s.bytes);
+      deliver(s->data, s->bytes, {peer, tag, data, bytes, &c}, rank_);
+      s->c->complete(s->bytes);
       fabric_->bells[static_cast<std::size_t>(peer)].ring();
       return;
     }
