@@ -8,18 +8,13 @@
 # as a hang. Usage: tools/fault-loop.sh [RUNS] [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-runs=${1:-50}
-build=${2:-build}
-commrun=$build/bin/commrun
+source tools/fault-common.sh
+fault_args 50 "$@"
 suite=$build/bin/comm-mp-suite
 transports=${FAULT_TRANSPORTS:-"ucx ofi gloo"}
 status=0
 for t in $transports; do
-  case $t in
-    ucx) env_vars=(UCX_TLS=shm) ;;
-    ofi) env_vars=("FI_PROVIDER=tcp;ofi_rxm" FI_TCP_IFACE=lo "COMM_OFI_PROVIDER=tcp;ofi_rxm") ;;
-    *) env_vars=() ;;
-  esac
+  loopback_env "$t"
   named=0 hangs=0 other=0
   for ((i = 0; i < runs; i++)); do
     rank=$((RANDOM % 3))

@@ -19,9 +19,8 @@
 # Exit status: 0 when there were no hangs and every survivor named the victim.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-runs=${1:-30}
-build=${2:-build}
-commrun=$build/bin/commrun
+source tools/fault-common.sh
+fault_args 30 "$@"
 target=$build/bin/comm-fault-target
 sig=${CAMPAIGN_SIGNAL:-KILL}
 max_delay=${CAMPAIGN_MAX_DELAY_MS:-2500}
@@ -52,13 +51,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kill-campaign.XXXXXX")
 keep=${CAMPAIGN_LOGS:-$build/kill-campaign-logs}  # logs of the runs with a failure
 trap 'rm -rf "$work"' EXIT
 for t in $transports; do
-  case $t in
-    ucx-shm) env_vars=(COMM_TRANSPORT=ucx UCX_TLS=shm) ;;
-    ucx-tcp) env_vars=(COMM_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo) ;;
-    ofi-tcp) env_vars=(COMM_TRANSPORT=ofi "FI_PROVIDER=tcp;ofi_rxm" "COMM_OFI_PROVIDER=tcp;ofi_rxm" FI_TCP_IFACE=lo) ;;
-    ofi-shm) env_vars=(COMM_TRANSPORT=ofi FI_PROVIDER=shm COMM_OFI_PROVIDER=shm) ;;
-    *) env_vars=(COMM_TRANSPORT="$t") ;;
-  esac
+  loopback_env "$t"
+  env_vars+=(COMM_TRANSPORT="${t%%-*}")
   hangs=0 survivors=0 named=0 watchdog=0 times=() notes=()
   for ((i = 0; i < runs; i++)); do
     n=$((3 + RANDOM % 3))
