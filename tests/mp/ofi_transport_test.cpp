@@ -11,6 +11,8 @@
 
 #include <comm/comm.hpp>
 
+#include "../thread_ranks.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -33,23 +35,7 @@ constexpr const char* kProviders[] = {"tcp;ofi_rxm"};
 
 using Group = std::vector<std::unique_ptr<comm::Transport>>;
 
-// Runs fn(rank) on n threads and rethrows the first exception.
-void on_threads(int n, const std::function<void(int)>& fn) {
-  std::mutex mu;
-  std::exception_ptr first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
+using comm::test::on_threads;
 
 Group make_group(int n, const std::string& provider) {
   auto store = comm::make_memory_store();

@@ -3,6 +3,7 @@
 // that each own a `local` transport (what calibration and tuning drive).
 
 #include "select/cost_model.hpp"
+#include "../thread_ranks.hpp"
 
 #include <comm/comm.hpp>
 #include <doctest/doctest.h>
@@ -41,31 +42,20 @@ inline LinkMatrix uniform_links(int n, LinkKind kind, double alpha, double beta,
 inline void run_transports(int n, const Config& base,
                            const std::function<void(int, Transport&, Store&, const Config&)>& body) {
   auto store = make_memory_store();
-  std::exception_ptr error;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Config cfg = base;
-        cfg.rank = r;
-        cfg.world_size = n;
-        auto t = create_transport("local", {r, n, store, &cfg, nullptr});
-        try {
-          body(r, *t, *store, cfg);
-        } catch (...) {
-          store->add("test/done", 1);
-          throw;
-        }
-        store->add("test/done", 1);
-        while (store->add("test/done", 0) < n) std::this_thread::yield();
-      } catch (...) {
-        std::lock_guard lk(mu);
-        if (!error) error = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  on_threads(n, [&](int r) {
+    Config cfg = base;
+    cfg.rank = r;
+    cfg.world_size = n;
+    auto t = create_transport("local", {r, n, store, &cfg, nullptr});
+    try {
+      body(r, *t, *store, cfg);
+    } catch (...) {
+      store->add("test/done", 1);
+      throw;
+    }
+    store->add("test/done", 1);
+    while (store->add("test/done", 0) < n) std::this_thread::yield();
+  });
 }
 
 }  // namespace comm::test
