@@ -384,7 +384,7 @@ void GlooTransport::waiter_main(Waiter* w) {
     if (op->completion) {
       finished_.push_back(op);
       has_finished_.store(true, std::memory_order_release);
-      progress_cv_.notify_all();
+      progress_.notify();
     }
     if (stopping_) return;
     idle_.push_back(w);
@@ -438,15 +438,10 @@ void GlooTransport::wait(std::chrono::steady_clock::time_point deadline) {
     sched_yield();
   if (has_finished_.load(std::memory_order_acquire)) return;
   std::unique_lock lock(mutex_);
-  progress_cv_.wait_until(lock, deadline, [&] { return !finished_.empty() || interrupted_; });
-  interrupted_ = false;
+  progress_.wait_until(lock, deadline, [&] { return !finished_.empty(); });
 }
 
-void GlooTransport::interrupt() noexcept {
-  std::lock_guard lock(mutex_);
-  interrupted_ = true;
-  progress_cv_.notify_all();
-}
+void GlooTransport::interrupt() noexcept { progress_.interrupt(mutex_); }
 
 void GlooTransport::cancel(Completion& c) noexcept {
   if (cancel_self(c)) return;

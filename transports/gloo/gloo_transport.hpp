@@ -6,6 +6,7 @@
 #include <comm/transport.hpp>
 
 #include "core/transport_base.hpp"
+#include "util/interruptible_wait.hpp"
 #include "util/non_copyable.hpp"
 
 #include <gloo/rendezvous/context.h>
@@ -139,12 +140,11 @@ class GlooTransport final : public NativeTransportBase<GlooTransport, GlooNative
 
   // Completion threads and the operations they wait on (all guarded by mutex_).
   mutable std::mutex mutex_;
-  std::condition_variable progress_cv_;  ///< signalled when finished_ grows or on interrupt()
+  util::InterruptibleWait progress_;  ///< signalled when finished_ grows or on interrupt()
   std::unordered_map<const Completion*, std::shared_ptr<PendingOp>> pending_;
   std::vector<std::shared_ptr<PendingOp>> finished_;
   std::vector<std::unique_ptr<Waiter>> waiters_;
   std::vector<Waiter*> idle_;
-  bool interrupted_ = false;
   bool stopping_ = false;
   std::string failed_reason_;
   std::atomic<bool> failed_{false};

@@ -223,17 +223,10 @@ void NcclTransport::wait(Clock::time_point deadline) {
   // Nothing completes on the host side; wake at least every 10 ms so that a
   // caller polling progress() sees asynchronous errors promptly.
   std::unique_lock lk(wait_mu_);
-  wait_cv_.wait_until(lk, std::min(deadline, Clock::now() + 10ms), [this] { return interrupted_; });
-  interrupted_ = false;
+  wake_.wait_until(lk, std::min(deadline, Clock::now() + 10ms));
 }
 
-void NcclTransport::interrupt() noexcept {
-  {
-    std::lock_guard lk(wait_mu_);
-    interrupted_ = true;
-  }
-  wait_cv_.notify_all();
-}
+void NcclTransport::interrupt() noexcept { wake_.interrupt(wait_mu_); }
 
 void NcclTransport::cancel(Completion& c) noexcept {
   if (c.is_pending()) c.fail(ErrorCode::aborted, "nccl transport: cancelled");

@@ -17,6 +17,7 @@
 #include <comm/transport.hpp>
 
 #include "core/transport_base.hpp"
+#include "util/interruptible_wait.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -191,8 +192,7 @@ class NcclTransport final : public NativeTransportBase<NcclTransport, NcclNative
   std::thread watchdog_;
 
   std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  bool interrupted_ = false;
+  util::InterruptibleWait wake_;
 
 #if COMM_NCCL_HAVE_KERNELS
   NcclStreamEngine engine_{*this};
