@@ -38,15 +38,15 @@ void build_allreduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
 void build_allreduce_hierarchical_rail(const AlgoArgs& a, ScheduleBuilder& b);
 void build_reduce_scatter_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
 void build_allgather_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
-// What those four build from this rank's place among the hosts; the two-argument
+void build_broadcast_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+void build_reduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
+// What the first four build from this rank's place among the hosts; the two-argument
 // forms (hierarchy.cpp) find the place and skip empty calls for all of them.
 struct HostPlace;
 void build_allreduce_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);
 void build_allreduce_hierarchical_rail(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);
 void build_reduce_scatter_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);
 void build_allgather_hierarchical(const AlgoArgs& a, const HostPlace& at, ScheduleBuilder& b);
-void build_broadcast_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
-void build_reduce_hierarchical(const AlgoArgs& a, ScheduleBuilder& b);
 
 // ---- shared phases --------------------------------------------------------
 
