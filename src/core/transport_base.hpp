@@ -1,8 +1,10 @@
 #pragma once
 // What the built-in transports all hold and declare, written once: their name,
-// the rank and world size TransportInit gave them, no copies, and the set of
-// Transport overrides each of them implements in its own .cpp.
+// the rank and world size TransportInit gave them, no copies, their argument
+// checks, and the set of Transport overrides each implements in its own .cpp.
+// Header-only: the NCCL plugin links libcomm, which exports none of this.
 
+#include <comm/error.hpp>
 #include <comm/transport.hpp>
 
 #include "util/non_copyable.hpp"
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,11 +20,15 @@
 
 namespace comm {
 
+/// A tag as the transports print it in messages ("0x2a").
+inline std::string tag_text(std::uint64_t tag) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(tag));
+  return buf;
+}
+
 /// A transport whose rank and size are TransportInit's and whose name is a
 /// string literal. Not copyable (it owns connections); movable by nobody.
-/// A tag as the transports print it in messages ("0x2a").
-std::string tag_text(std::uint64_t tag);
-
 class TransportBase : public Transport, NonCopyable {
  public:
   std::string_view name() const noexcept final { return name_; }
@@ -30,10 +37,23 @@ class TransportBase : public Transport, NonCopyable {
 
  protected:
   /// Throws invalid_argument "<name> <op>: peer N is outside [0, size)" unless 0 <= peer < size.
-  void check_peer(std::string_view op, int peer) const;
+  void check_peer(std::string_view op, int peer) const {
+    if (peer < 0 || peer >= size_)
+      throw Error(ErrorCode::invalid_argument, std::string(name_) + " " + std::string(op) + ": peer " +
+                                                   std::to_string(peer) + " is outside [0, " +
+                                                   std::to_string(size_) + ")");
+  }
   /// Throws invalid_argument "<name> <op>: ..." for a peer outside [0, size),
   /// a tag wider than kTagBits, or a null buffer of more than 0 bytes.
-  void check_p2p_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const;
+  void check_p2p_args(std::string_view op, int peer, std::uint64_t tag, const void* data, std::size_t bytes) const {
+    check_peer(op, peer);
+    const std::string what = std::string(name_) + " " + std::string(op);
+    if (tag >> kTagBits)
+      throw Error(ErrorCode::invalid_argument,
+                  what + ": tag " + tag_text(tag) + " uses more than " + std::to_string(kTagBits) + " bits");
+    if (bytes > 0 && data == nullptr)
+      throw Error(ErrorCode::invalid_argument, what + ": null buffer for " + std::to_string(bytes) + " B");
+  }
 
   /// `name` must outlive the transport (a string literal).
   TransportBase(std::string_view name, const TransportInit& init) noexcept
