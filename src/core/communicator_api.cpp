@@ -62,6 +62,16 @@ std::size_t product(Collective c, std::size_t count, int size) {
   return count * static_cast<std::size_t>(size);
 }
 
+// `whole` must hold one `part` per rank.
+void check_blocks(Collective c, const char* whole, std::size_t whole_count, const char* part, std::size_t part_count,
+                  int size) {
+  if (whole_count != product(c, part_count, size))
+    throw Error(ErrorCode::invalid_argument, name_of(c) + ": " + whole + " must hold size() x " + part +
+                                                 " count = " + std::to_string(size) + " x " +
+                                                 std::to_string(part_count) + " elements, but has " +
+                                                 std::to_string(whole_count));
+}
+
 }  // namespace
 
 // ---- Work -----------------------------------------------------------------
@@ -160,10 +170,7 @@ Work Communicator::ireduce_scatter(ConstView in, View out, ReduceOp op, const Ca
   const Collective c = Collective::reduce_scatter;
   Call call = make_call(c, in, out, opts);
   check_same(c, in, out);
-  if (in.count != product(c, out.count, size()))
-    throw Error(ErrorCode::invalid_argument, "reduce_scatter: input must hold size() x output count = " +
-                                                 std::to_string(size()) + " x " + std::to_string(out.count) +
-                                                 " elements, but has " + std::to_string(in.count));
+  check_blocks(c, "input", in.count, "output", out.count, size());
   call.count = out.count;
   call.op = op;
   return Work(impl().start(call));
@@ -173,10 +180,7 @@ Work Communicator::iallgather(ConstView in, View out, const CallOptions& opts) {
   const Collective c = Collective::allgather;
   Call call = make_call(c, in, out, opts);
   check_same(c, in, out);
-  if (out.count != product(c, in.count, size()))
-    throw Error(ErrorCode::invalid_argument, "allgather: output must hold size() x input count = " +
-                                                 std::to_string(size()) + " x " + std::to_string(in.count) +
-                                                 " elements, but has " + std::to_string(out.count));
+  check_blocks(c, "output", out.count, "input", in.count, size());
   call.count = in.count;
   return Work(impl().start(call));
 }

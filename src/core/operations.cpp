@@ -307,14 +307,7 @@ void CommunicatorImpl::remember_call(const Operation& op) {
   RecentCall& r = recent_calls_[op.seq % recent_calls_.size()];
   r.used = true;
   r.signature = op.signature;
-  Operation& c = r.call;
-  c.seq = op.seq;
-  c.collective = op.collective;
-  c.algorithm = op.algorithm;
-  c.bytes = op.bytes;
-  c.dtype = op.dtype;
-  c.op = op.op;
-  c.root = op.root;
+  copy_call(r.call, op);
 }
 
 // A collective waiting longer than stall_after_ may be waiting for messages

@@ -24,15 +24,8 @@ void CommunicatorImpl::arm_repeat(const Call& call, const Operation& op) {
   if (!repeat_.algorithm) return;
   repeat_.count = call.count;
   repeat_.asked = call.options ? call.options->algorithm : std::string();
-  Operation& r = repeat_.op;
-  r.collective = op.collective;
-  r.algorithm = op.algorithm;
-  r.signature = op.signature;
-  r.bytes = op.bytes;
-  r.dtype = op.dtype;
-  r.op = op.op;
-  r.root = op.root;
-  r.engine = op.engine;
+  copy_call(repeat_.op, op);
+  repeat_.op.engine = op.engine;
   repeat_.armed = true;
 }
 
@@ -52,18 +45,17 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   recorder_.record({o.id, o.seq, o.collective, o.algorithm, o.bytes, o.dtype, o.op, o.root, OpState::posted, 0, 0,
                     recorder_.us_at(o.started), -1, {}});
   remember_call(o);
-  direct::DirectRun r;
-  r.signature = o.signature;
-  r.input = in;
-  r.output = out;
-  r.count = count;
-  r.in_bytes = r.out_bytes = o.bytes;
-  r.dtype = dtype;
-  r.op = op;
-  r.root = o.root;
-  r.deadline = o.deadline;
   try {
-    direct_engine_->run(*repeat_.algorithm, r);
+    direct_engine_->run(*repeat_.algorithm, direct::DirectRun{.signature = o.signature,
+                                                              .input = in,
+                                                              .output = out,
+                                                              .count = count,
+                                                              .in_bytes = o.bytes,
+                                                              .out_bytes = o.bytes,
+                                                              .dtype = dtype,
+                                                              .op = op,
+                                                              .root = o.root,
+                                                              .deadline = o.deadline});
   } catch (const Error& e) {
     log::Scope log_scope(log_.get());
     repeat_.armed = false;

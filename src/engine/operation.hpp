@@ -102,4 +102,17 @@ struct Operation {
   std::string describe() const;  // "allreduce #42 (ring, 4096 B f32 sum)"
 };
 
+// Copies what describes a call — its numbers and arguments, not its engine
+// state nor its outcome — from `from` into `to`.
+inline void copy_call(Operation& to, const Operation& from) {
+  to.seq = from.seq;
+  to.signature = from.signature;
+  to.collective = from.collective;
+  to.algorithm = from.algorithm;
+  to.bytes = from.bytes;
+  to.dtype = from.dtype;
+  to.op = from.op;
+  to.root = from.root;
+}
+
 }  // namespace comm::detail

@@ -121,18 +121,16 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
 
 void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
   const DirectAlgorithm* a = find(call.collective, op.algorithm);
-  DirectRun r;
-  r.signature = op.signature;
-  r.input = call.input;
-  r.output = call.output;
-  r.count = call.count;
-  r.in_bytes = call.in_bytes;
-  r.out_bytes = call.out_bytes;
-  r.dtype = call.dtype;
-  r.op = call.op;
-  r.root = call.root;
-  r.deadline = op.deadline;
-  run(*a, r);
+  run(*a, DirectRun{.signature = op.signature,
+                    .input = call.input,
+                    .output = call.output,
+                    .count = call.count,
+                    .in_bytes = call.in_bytes,
+                    .out_bytes = call.out_bytes,
+                    .dtype = call.dtype,
+                    .op = call.op,
+                    .root = call.root,
+                    .deadline = op.deadline});
   op.state = detail::Operation::State::done;
 }
 
