@@ -6,6 +6,7 @@
 #include <comm/error.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <bit>
 #include <cstdio>
 #include <cmath>
@@ -159,13 +160,17 @@ void Selector::set_measured_profile(const NativeProfile& measured) {
   for (auto& pc : per_coll_) pc.bucket_choice.fill(-1);
 }
 
-// Calibration times only the contenders at its largest sizes (where one
-// round of every algorithm would take too long, and past the caches, where
-// the model's large-data rates are least sure). An algorithm whose last
-// measured size is smaller would keep that size's ratio out there; it follows
-// the change of ratio, from its last size to the largest, of the algorithms
-// measured at both (their median) instead: the best evidence there is for
-// links it shares with them.
+// Calibration does not time every algorithm at every size: only the
+// contenders at its largest sizes (one round of every algorithm would take
+// too long, and past the caches the model's large-data rates are least
+// sure), and at its smallest sizes not those the model calls hopeless. An
+// algorithm measured over fewer sizes would keep its outermost ratio out
+// there, while what was measured there says the model is off by another
+// factor at that end: more ranks than cores cost every call context
+// switches the model does not know, which shows at the smallest sizes. So
+// it follows the change of ratio, from its outermost size to the collective's
+// outermost, of the algorithms measured at both (their median): the best
+// evidence there is for links it shares with them.
 void Selector::extend_corrections() {
   auto ratio_at = [](const NativeCurve& curve, std::size_t bytes) {
     for (const auto& [b, r] : curve.points)
@@ -173,31 +178,35 @@ void Selector::extend_corrections() {
     return -1.0;
   };
   for (Collective c : kAllCollectives) {
-    std::size_t largest = 0;
+    std::size_t smallest = SIZE_MAX, largest = 0;
     for (const NativeCurve& curve : corrections_.curves)
-      if (curve.collective == c) largest = std::max(largest, curve.points.back().first);
-    std::vector<std::pair<std::size_t, double>> appended;  // per curve index: (bytes, ratio) or none
+      if (curve.collective == c) {
+        smallest = std::min(smallest, curve.points.front().first);
+        largest = std::max(largest, curve.points.back().first);
+      }
+    // (bytes, ratio) to add to each curve at either end; bytes 0: none.
+    std::vector<std::pair<std::size_t, double>> below, above;
     for (const NativeCurve& curve : corrections_.curves) {
-      const std::size_t last = curve.points.back().first;
-      if (curve.collective != c || last == largest) {
-        appended.emplace_back(0, 0.0);
-        continue;
-      }
-      std::vector<double> changes;
-      for (const NativeCurve& other : corrections_.curves) {
-        if (other.collective != c || other.points.back().first != largest) continue;
-        const double from = ratio_at(other, last);
-        if (from > 0) changes.push_back(other.points.back().second / from);
-      }
-      if (changes.empty()) {
-        appended.emplace_back(0, 0.0);
-        continue;
-      }
-      std::sort(changes.begin(), changes.end());
-      appended.emplace_back(largest, curve.points.back().second * changes[changes.size() / 2]);
+      const auto extend = [&](std::size_t from, std::size_t to) -> std::pair<std::size_t, double> {
+        if (curve.collective != c || from == to) return {0, 0.0};
+        std::vector<double> changes;
+        for (const NativeCurve& other : corrections_.curves) {
+          if (other.collective != c) continue;
+          const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
+          if (at_from > 0 && at_to > 0) changes.push_back(at_to / at_from);
+        }
+        if (changes.empty()) return {0, 0.0};
+        std::sort(changes.begin(), changes.end());
+        return {to, ratio_at(curve, from) * changes[changes.size() / 2]};
+      };
+      below.push_back(extend(curve.points.front().first, smallest));
+      above.push_back(extend(curve.points.back().first, largest));
     }
-    for (std::size_t i = 0; i < appended.size(); ++i)
-      if (appended[i].first) corrections_.curves[i].points.push_back(appended[i]);
+    for (std::size_t i = 0; i < corrections_.curves.size(); ++i) {
+      auto& points = corrections_.curves[i].points;
+      if (above[i].first) points.push_back(above[i]);
+      if (below[i].first) points.insert(points.begin(), below[i]);
+    }
   }
 }
 

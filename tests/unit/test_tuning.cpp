@@ -298,3 +298,25 @@ TEST_CASE("an algorithm not timed at the largest size follows the contenders' ch
   CHECK(s.predict(ar, "tree", large) == doctest::Approx(4.5 * model("tree", large)));
   CHECK(s.predict(ar, "tree", 4 * large) == doctest::Approx(4.5 * model("tree", 4 * large)));
 }
+
+TEST_CASE("an algorithm not timed at the smallest size follows the change of ratio of those timed there") {
+  // More ranks than cores: the direct-memory algorithms, timed at 8 B, took
+  // 30x and 40x the model there and 3x and 4x at 64 KiB; 'direct', judged
+  // hopeless at 8 B and timed from 64 KiB on at 2x, must not keep 2x at 8 B
+  // (it would win there on the model's optimism alone).
+  const int n = 4;
+  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
+  const Collective ar = Collective::allreduce;
+  const std::size_t tiny = 8, mid = std::size_t{64} << 10;
+  auto model = [&](const char* a, std::size_t b) { return s.predict_model(ar, a, b); };
+  NativeProfile measured;
+  measured.set(ar, "ring", {{tiny, 30 * model("ring", tiny)}, {mid, 3 * model("ring", mid)}});
+  measured.set(ar, "tree", {{tiny, 40 * model("tree", tiny)}, {mid, 4 * model("tree", mid)}});
+  measured.set(ar, "direct", {{mid, 2 * model("direct", mid)}});
+  s.set_measured_profile(measured);
+  CHECK(s.predict(ar, "ring", tiny) == doctest::Approx(30 * model("ring", tiny)));
+  CHECK(s.predict(ar, "direct", mid) == doctest::Approx(2 * model("direct", mid)));
+  // Both changes are x10: direct's 2x becomes 20x at 8 B and below.
+  CHECK(s.predict(ar, "direct", tiny) == doctest::Approx(20 * model("direct", tiny)));
+  CHECK(s.predict(ar, "direct", 1) == doctest::Approx(20 * model("direct", 1)));
+}
