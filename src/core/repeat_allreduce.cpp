@@ -42,9 +42,22 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   o.started = util::coarse_now();
   o.deadline = o.started + o.timeout;
   o.state = Operation::State::running;
-  recorder_.record({o.id, o.seq, o.collective, o.algorithm, o.bytes, o.dtype, o.op, o.root, OpState::posted, 0, 0,
-                    recorder_.us_at(o.started), -1, {}});
-  remember_call(o);
+  // The flight record and the recent-call note go in after this rank's first
+  // signal (before anything waits): the peers need not wait for them.
+  bool noted = false;
+  struct Note {
+    CommunicatorImpl* self;
+    bool* noted;
+  } note{this, &noted};
+  const auto write_notes = [](void* arg) {
+    const Note& n = *static_cast<Note*>(arg);
+    CommunicatorImpl& c = *n.self;
+    const Operation& op = c.repeat_.op;
+    c.recorder_.record({op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root,
+                        OpState::posted, 0, 0, c.recorder_.us_at(op.started), -1, {}});
+    c.remember_call(op);
+    *n.noted = true;
+  };
   try {
     direct_engine_->run(*repeat_.algorithm, direct::DirectRun{.signature = o.signature,
                                                               .input = in,
@@ -55,10 +68,13 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
                                                               .dtype = dtype,
                                                               .op = op,
                                                               .root = o.root,
-                                                              .deadline = o.deadline});
+                                                              .deadline = o.deadline,
+                                                              .after_first_signal = write_notes,
+                                                              .after_first_signal_arg = &note});
   } catch (const Error& e) {
     log::Scope log_scope(log_.get());
     repeat_.armed = false;
+    if (!noted) write_notes(&note);  // it failed before signalling
     fail_started(o, e);
   }
   o.state = Operation::State::done;

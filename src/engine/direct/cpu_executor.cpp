@@ -105,6 +105,12 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
   store_word(win[call.rank] + kDirectSignatureOffset, call.call_word);
   store_word(win[call.rank] + kDirectCallOffset, call.seq);
   bool checked = false;
+  bool announced = !call.after_first_signal;
+  const auto announce = [&] {
+    if (announced) return;
+    announced = true;
+    call.after_first_signal(call.after_first_signal_arg);
+  };
   FlagWait* waits = call.wait_buffer;
   std::array<const std::byte*, 64> few;
   const auto& ops = program.ops;
@@ -131,8 +137,10 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
       }
       case DirectOpKind::signal:
         memory.signal(slot, direct_flag(call.seq, op.step), nullptr);
+        announce();
         break;
       case DirectOpKind::wait: {
+        announce();  // a program that waits before it signals
         std::size_t k = 0;
         for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < call.wait_capacity; ++i)
           waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};

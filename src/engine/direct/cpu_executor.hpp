@@ -40,6 +40,12 @@ struct HostCall {
   FlagWait* wait_buffer = nullptr;
   std::size_t wait_capacity = 0;
   std::chrono::steady_clock::time_point deadline{};
+  // Called once, right after this rank's first signal, and before any wait
+  // (also in a program that waits first):
+  // the caller's bookkeeping that must precede a wait (a flight record) but
+  // need not delay the peers. Null: none.
+  void (*after_first_signal)(void*) = nullptr;
+  void* after_first_signal_arg = nullptr;
 };
 
 void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call);

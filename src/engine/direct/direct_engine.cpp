@@ -148,6 +148,8 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   h.dtype = call.dtype;
   h.op = call.op;
   h.deadline = call.deadline;
+  h.after_first_signal = call.after_first_signal;
+  h.after_first_signal_arg = call.after_first_signal_arg;
   // A partially overlapping input would be overwritten while still being read.
   const auto* in = h.input;
   const auto* out = h.output;

@@ -37,6 +37,9 @@ struct DirectRun {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   std::chrono::steady_clock::time_point deadline{};
+  // See HostCall::after_first_signal (engine/direct/cpu_executor.hpp).
+  void (*after_first_signal)(void*) = nullptr;
+  void* after_first_signal_arg = nullptr;
 };
 
 class DirectEngine final : public detail::Engine, public AlgorithmOffer {
