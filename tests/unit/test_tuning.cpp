@@ -279,44 +279,55 @@ TEST_CASE("a calibrating communicator times its own all-reduce algorithms and pr
   }
 }
 
-TEST_CASE("an algorithm not timed at the largest size follows the contenders' change of ratio there") {
-  const int n = 4;
-  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
-  const Collective ar = Collective::allreduce;
-  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
-  auto model = [&](const char* a, std::size_t b) { return s.predict_model(ar, a, b); };
+namespace {
+
+// A 4-rank shm selector given an all-reduce profile measured as multiples
+// of its own model, and what its corrected predictions are in those terms.
+struct Corrections {
+  Selector s{4, test::uniform_links(4, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr};
   NativeProfile measured;
+  double model(const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); }
+  // `a` took times[i].second x the model at times[i].first bytes.
+  void measure(const char* a, const std::vector<std::pair<std::size_t, double>>& times) {
+    std::vector<std::pair<std::size_t, double>> us;
+    for (const auto& [bytes, x] : times) us.emplace_back(bytes, x * model(a, bytes));
+    measured.set(Collective::allreduce, a, us);
+  }
+  double ratio(const char* a, std::size_t bytes) { return s.predict(Collective::allreduce, a, bytes) / model(a, bytes); }
+};
+
+}  // namespace
+
+TEST_CASE("an algorithm not timed at the largest size follows the contenders' change of ratio there") {
+  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
+  Corrections f;
   // ring and rabenseifner were contenders at 8 MiB: their ratio went 1 -> 3 and 2 -> 4 (x3, x2);
   // tree was timed only up to 1 MiB, at ratio 1.5.
-  measured.set(ar, "ring", {{mib, 1 * model("ring", mib)}, {large, 3 * model("ring", large)}});
-  measured.set(ar, "rabenseifner", {{mib, 2 * model("rabenseifner", mib)}, {large, 4 * model("rabenseifner", large)}});
-  measured.set(ar, "tree", {{mib, 1.5 * model("tree", mib)}});
-  s.set_measured_profile(measured);
-  CHECK(s.predict(ar, "ring", large) == doctest::Approx(3 * model("ring", large)));
+  f.measure("ring", {{mib, 1}, {large, 3}});
+  f.measure("rabenseifner", {{mib, 2}, {large, 4}});
+  f.measure("tree", {{mib, 1.5}});
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.ratio("ring", large) == doctest::Approx(3));
   // The median of {x2, x3} over two values is the upper one: x3, so tree's 1.5 becomes 4.5 at 8 MiB and beyond.
-  CHECK(s.predict(ar, "tree", mib) == doctest::Approx(1.5 * model("tree", mib)));
-  CHECK(s.predict(ar, "tree", large) == doctest::Approx(4.5 * model("tree", large)));
-  CHECK(s.predict(ar, "tree", 4 * large) == doctest::Approx(4.5 * model("tree", 4 * large)));
+  CHECK(f.ratio("tree", mib) == doctest::Approx(1.5));
+  CHECK(f.ratio("tree", large) == doctest::Approx(4.5));
+  CHECK(f.ratio("tree", 4 * large) == doctest::Approx(4.5));
 }
 
 TEST_CASE("an algorithm not timed at the smallest size follows the change of ratio of those timed there") {
-  // More ranks than cores: the direct-memory algorithms, timed at 8 B, took
-  // 30x and 40x the model there and 3x and 4x at 64 KiB; 'direct', judged
-  // hopeless at 8 B and timed from 64 KiB on at 2x, must not keep 2x at 8 B
-  // (it would win there on the model's optimism alone).
-  const int n = 4;
-  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
-  const Collective ar = Collective::allreduce;
+  // More ranks than cores: the algorithms timed at 8 B took 30x and 40x the
+  // model there and 3x and 4x at 64 KiB; 'direct', judged hopeless at 8 B
+  // and timed from 64 KiB on at 2x, must not keep 2x at 8 B (it would win
+  // there on the model's optimism alone).
   const std::size_t tiny = 8, mid = std::size_t{64} << 10;
-  auto model = [&](const char* a, std::size_t b) { return s.predict_model(ar, a, b); };
-  NativeProfile measured;
-  measured.set(ar, "ring", {{tiny, 30 * model("ring", tiny)}, {mid, 3 * model("ring", mid)}});
-  measured.set(ar, "tree", {{tiny, 40 * model("tree", tiny)}, {mid, 4 * model("tree", mid)}});
-  measured.set(ar, "direct", {{mid, 2 * model("direct", mid)}});
-  s.set_measured_profile(measured);
-  CHECK(s.predict(ar, "ring", tiny) == doctest::Approx(30 * model("ring", tiny)));
-  CHECK(s.predict(ar, "direct", mid) == doctest::Approx(2 * model("direct", mid)));
+  Corrections f;
+  f.measure("ring", {{tiny, 30}, {mid, 3}});
+  f.measure("tree", {{tiny, 40}, {mid, 4}});
+  f.measure("direct", {{mid, 2}});
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.ratio("ring", tiny) == doctest::Approx(30));
+  CHECK(f.ratio("direct", mid) == doctest::Approx(2));
   // Both changes are x10: direct's 2x becomes 20x at 8 B and below.
-  CHECK(s.predict(ar, "direct", tiny) == doctest::Approx(20 * model("direct", tiny)));
-  CHECK(s.predict(ar, "direct", 1) == doctest::Approx(20 * model("direct", 1)));
+  CHECK(f.ratio("direct", tiny) == doctest::Approx(20));
+  CHECK(f.ratio("direct", 1) == doctest::Approx(20));
 }
