@@ -4,25 +4,33 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
 namespace comm::detail {
 
+// Parsed without iostreams: locale-independent, and free of libstdc++'s lazily
+// built numpunct cache, which races when ranks (threads) read at once under a
+// global locale (TSan, locale_comma_decimal).
 std::optional<ProcessStat> read_process_stat(long pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
   if (!std::getline(in, text)) return std::nullopt;
   // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
   const auto close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(text.substr(close + 1));
+  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
   ProcessStat st;
-  std::string field;
-  rest >> st.state;
-  for (int i = 4; i <= 21 && rest >> field; ++i) {
+  st.state = text[close + 2];
+  // Fields 3..22 follow, one space apart: field 22 is the 20th after ')'.
+  std::size_t at = close + 1;
+  for (int field = 3; field < 22; ++field) {
+    at = text.find(' ', at + 1);
+    if (at == std::string::npos) return std::nullopt;
   }
-  if (!(rest >> st.start_ticks)) return std::nullopt;
+  const char* begin = text.data() + at + 1;
+  const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), st.start_ticks);
+  if (ec != std::errc{} || end == begin) return std::nullopt;
   return st;
 }
 
