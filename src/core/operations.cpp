@@ -100,8 +100,7 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   op->signature = call.p2p() ? 0 : call_signature(call.collective, call.dtype, call.op, call.root);
   op->started = util::coarse_now();  // deadlines are seconds away: a tick's precision will do
   op->deadline = op->started + op->timeout;
-  recorder_.record({op->id, op->seq, op->collective, op->algorithm, op->bytes, op->dtype, op->op, op->root,
-                    OpState::posted, 0, 0, recorder_.us_at(op->started), -1, {}});
+  record_posted(*op);
   if (!call.p2p() && !call.internal) {
     remember_call(*op);
     log_choice(*op, call);
@@ -120,6 +119,11 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   active_.push_back(op);
   progress_all();
   return op;
+}
+
+void CommunicatorImpl::record_posted(const Operation& op) {
+  recorder_.record({op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root, OpState::posted,
+                    0, 0, recorder_.us_at(op.started), -1, {}});
 }
 
 void CommunicatorImpl::fail_started(Operation& op, const Error& e) {
@@ -359,9 +363,9 @@ int CommunicatorImpl::name_cause(std::string& message, std::chrono::milliseconds
 
 // An operation failed because of `peer` (its connection closed, a message
 // failed, the transport named it as the cause, or its process is gone). The
-// error names whom the
-// store says is to blame (core/peer_notes.hpp find_culprit): what `peer`
-// blamed when it failed first, or the rank the store server saw die, or the
+// error names whom the store says is to blame (core/peer_notes.hpp
+// find_culprit): what `peer` blamed when it failed first, or the rank the
+// store server saw die, or the
 // store's host when the store itself is gone; a rank that merely left
 // because another one died is never taken for the culprit.
 void CommunicatorImpl::fail_from_run(Operation& op) {

@@ -11,7 +11,6 @@
 
 #include "core/communicator_impl.hpp"
 #include "engine/direct/direct_engine.hpp"
-#include "engine/tags.hpp"
 #include "util/coarse_clock.hpp"
 
 namespace comm::detail {
@@ -44,19 +43,15 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   o.state = Operation::State::running;
   // The flight record and the recent-call note go in after this rank's first
   // signal (before anything waits): the peers need not wait for them.
-  bool noted = false;
   struct Note {
     CommunicatorImpl* self;
-    bool* noted;
-  } note{this, &noted};
+    bool noted = false;
+  } note{this};
   const auto write_notes = [](void* arg) {
-    const Note& n = *static_cast<Note*>(arg);
-    CommunicatorImpl& c = *n.self;
-    const Operation& op = c.repeat_.op;
-    c.recorder_.record({op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root,
-                        OpState::posted, 0, 0, c.recorder_.us_at(op.started), -1, {}});
-    c.remember_call(op);
-    *n.noted = true;
+    Note& n = *static_cast<Note*>(arg);
+    n.self->record_posted(n.self->repeat_.op);
+    n.self->remember_call(n.self->repeat_.op);
+    n.noted = true;
   };
   try {
     direct_engine_->run(*repeat_.algorithm, direct::DirectRun{.signature = o.signature,
@@ -74,7 +69,7 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   } catch (const Error& e) {
     log::Scope log_scope(log_.get());
     repeat_.armed = false;
-    if (!noted) write_notes(&note);  // it failed before signalling
+    if (!note.noted) write_notes(&note);  // it failed before signalling
     fail_started(o, e);
   }
   o.state = Operation::State::done;

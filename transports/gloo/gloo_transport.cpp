@@ -226,7 +226,6 @@ GlooTransport::GlooTransport(const TransportInit& init)
 void GlooTransport::connect_watched(const std::shared_ptr<Store>& store) {
   struct Attempt {
     std::mutex mu;
-    bool done = false;
     std::exception_ptr error;
   };
   auto attempt = std::make_shared<Attempt>();
@@ -240,8 +239,6 @@ void GlooTransport::connect_watched(const std::shared_ptr<Store>& store) {
       std::lock_guard lk(attempt->mu);
       attempt->error = std::current_exception();
     }
-    std::lock_guard lk(attempt->mu);
-    attempt->done = true;
   });
   std::vector<std::string> everyone;
   for (int r = 0; r < size_; ++r) everyone.push_back("connected/" + std::to_string(r));
