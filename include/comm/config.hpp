@@ -91,6 +91,11 @@ struct COMM_API Config {
   /// the transports' nominal figures.
   bool calibrate = true;
   std::string tuning_file;
+  /// Calibration caches what it measured only if other work kept at most this
+  /// share of the host's CPUs busy meanwhile (COMM_CALIBRATION_BUSY_LIMIT,
+  /// 0..1; 1: always). A busier host's figures serve this job only, so one
+  /// job started during a build cannot mislead every later one.
+  double calibration_busy_limit = 0.5;
   bool check = false;
   /// Only algorithms whose per-element reduction order is the rank order,
   /// independent of size, chunking and layout: the same inputs give bitwise

@@ -109,6 +109,28 @@ std::chrono::milliseconds parse_seconds(const Found& f) {
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(secs * 1000.0)));
 }
 
+// A share from 0 to 1 ("0.5").
+double parse_share(const Found& f) {
+  const double v = util::parse_double(f.value).value_or(-1);
+  if (!(v >= 0 && v <= 1)) bad_value(f.name, f.value, "a share of the CPUs from 0 to 1, e.g. 0.5 (1: always cache)");
+  return v;
+}
+
+// COMM_STORE, else torchrun's MASTER_ADDR:MASTER_PORT, else one derived from Slurm's; "" if none.
+std::string store_from_env() {
+  if (auto f = env("COMM_STORE")) return std::string(*f);
+  auto addr = env("MASTER_ADDR");
+  auto port = env("MASTER_PORT");
+  if (addr && port) {
+    parse_int(Found{"MASTER_PORT", *port}, 1, 65535);
+    // A bare IPv6 address needs brackets to be split from the port again.
+    const bool v6 = addr->find(':') != std::string_view::npos && addr->front() != '[';
+    return (v6 ? "[" + std::string(*addr) + "]" : std::string(*addr)) + ":" + std::string(*port);
+  }
+  if (auto slurm = detail::slurm_store_from_env()) return *slurm;
+  return {};
+}
+
 }  // namespace
 
 Config Config::from_env() {
@@ -136,20 +158,7 @@ Config Config::from_env() {
                     " is not below " + (size ? size->name : "the world size") + "=" +
                     std::to_string(c.world_size) + ": a rank must be in [0, world size)");
 
-  if (auto f = env("COMM_STORE")) {
-    c.store = std::string(*f);
-  } else {
-    auto addr = env("MASTER_ADDR");
-    auto port = env("MASTER_PORT");
-    if (addr && port) {
-      parse_int(Found{"MASTER_PORT", *port}, 1, 65535);
-      // A bare IPv6 address needs brackets to be split from the port again.
-      const bool v6 = addr->find(':') != std::string_view::npos && addr->front() != '[';
-      c.store = (v6 ? "[" + std::string(*addr) + "]" : std::string(*addr)) + ":" + std::string(*port);
-    } else if (auto slurm = detail::slurm_store_from_env()) {
-      c.store = *slurm;
-    }
-  }
+  c.store = store_from_env();
   if (auto f = env("COMM_STORE_TOKEN")) c.store_token = std::string(*f);
   if (auto f = env("COMM_STORE_BIND")) c.store_bind = std::string(*f);
   if (auto f = env("COMM_TRANSPORT")) {
@@ -174,6 +183,8 @@ Config Config::from_env() {
   }
   if (auto f = env("COMM_CALIBRATE")) c.calibrate = parse_bool(Found{"COMM_CALIBRATE", *f});
   if (auto f = env("COMM_TUNING_FILE")) c.tuning_file = std::string(*f);
+  if (auto f = env("COMM_CALIBRATION_BUSY_LIMIT"))
+    c.calibration_busy_limit = parse_share(Found{"COMM_CALIBRATION_BUSY_LIMIT", *f});
   if (auto f = env("COMM_CHECK")) c.check = parse_bool(Found{"COMM_CHECK", *f});
   if (auto f = env("COMM_DETERMINISTIC")) c.deterministic = parse_bool(Found{"COMM_DETERMINISTIC", *f});
   if (auto f = env("COMM_DEVICE"))

@@ -25,6 +25,9 @@ void validate(const Config& config) {
                                                std::to_string(config.world_size) + ")");
   if (config.chunk_bytes == 0) throw Error(ErrorCode::invalid_config, "chunk size must be at least 1 byte");
   if (config.timeout.count() <= 0) throw Error(ErrorCode::invalid_config, "timeout must be positive");
+  if (!(config.calibration_busy_limit >= 0 && config.calibration_busy_limit <= 1))
+    throw Error(ErrorCode::invalid_config, "calibration_busy_limit " + std::to_string(config.calibration_busy_limit) +
+                                               " must be a share of the CPUs from 0 to 1");
 }
 
 std::shared_ptr<Store> base_store(const Config& config, std::shared_ptr<Store> given) {

@@ -1,7 +1,9 @@
 #include "select/tuning.hpp"
 
 #include "select/calibration.hpp"
+#include "select/host_load.hpp"
 #include "select/tuning_file.hpp"
+#include "util/c_locale.hpp"
 #include "util/log.hpp"
 #include "util/sha256.hpp"
 
@@ -219,16 +221,27 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
   }
 
   const auto t0 = Clock::now();
+  const HostLoadSample load_before = sample_host_load();
   calibrate_links(transport, store, rank, size, links, compute, config.timeout);
   if (NativeCollectives* native = transport.native())
     out.native = calibrate_native(*native, store, rank, size, config.timeout);
   if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
   out.source = "calibrated at creation (" + describe_ms(t0) + ")";
-  if (!path.empty()) {
-    TuningExtras ex{key.id, key.description, out.native, out.measured};
-    save_agreed(path, explicit_file, store, rank, links, compute, ex, config.timeout);
-    out.source += ", saved to " + path;
+  if (path.empty()) return out;
+  const OthersLoad others = others_load_since(load_before, store, rank, size, config.timeout);
+  const std::string busy = "other work kept " + util::fixed(100 * others.share, 0) + " % of " + others.where +
+                           " busy while it measured";
+  if (others.share > config.calibration_busy_limit && !explicit_file) {
+    // Good enough for this job, but not for every later one (host_load.hpp).
+    out.source += ", not cached: " + busy + " (COMM_CALIBRATION_BUSY_LIMIT " +
+                  util::fixed(100 * config.calibration_busy_limit, 0) + " %)";
+    return out;
   }
+  if (others.share > config.calibration_busy_limit && rank == 0)
+    COMM_WARN("calibration: " << busy << "; saved to " << path << " as asked, but later jobs will choose by it");
+  TuningExtras ex{key.id, key.description, out.native, out.measured};
+  save_agreed(path, explicit_file, store, rank, links, compute, ex, config.timeout);
+  out.source += ", saved to " + path;
   return out;
 }
 

@@ -15,6 +15,10 @@
 //    and the shared libraries loaded for it (libcomm and the transport's
 //    library: path, size, modification time), so a rebuild, an upgrade, a
 //    different binding or a different host recalibrates.
+//  - What was measured while other work kept more than
+//    Config::calibration_busy_limit of the host's CPUs busy (host_load.hpp)
+//    serves this job but is not cached; a file named explicitly is written
+//    even so, with a warning.
 //  - A file named explicitly is always used as it is (it may come from
 //    another machine on purpose); a cached file is used only if its id
 //    matches, and an unreadable cached file is measured over.

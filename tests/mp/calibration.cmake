@@ -16,6 +16,9 @@ if(CMAKE_SCRIPT_MODE_FILE)
   set(ENV{XDG_CACHE_HOME} "${CACHE}")
   set(ENV{COMM_LOG} info)
   set(ENV{COMM_CALIBRATE} 1)
+  # CI machines are busy: these jobs must cache whatever else runs (the busy
+  # host's own test is calibration_busy_test.sh).
+  set(ENV{COMM_CALIBRATION_BUSY_LIMIT} 1)
   set(run "${COMMRUN}" -n 2 --timeout 100 -- "${BENCH}" --transport ${TRANSPORT} --algo all -b 64K -e 64K -n 3 -w 1
           --quiet)
   comm_script_run("the first job" out1 err1 ${run})
@@ -96,3 +99,10 @@ foreach(variant ucx_shm ofi_shm gloo_tcp)
     DEFINES COMMRUN=$<TARGET_FILE:commrun> BENCH=$<TARGET_FILE:comm-bench> TRANSPORT=${t}
             CACHE=${CMAKE_CURRENT_BINARY_DIR}/calibration-cache-${t})
 endforeach()
+
+# Calibrating on a busy host: used, not cached (host_load.hpp).
+if(shm IN_LIST COMM_ENABLED_TRANSPORTS)
+  add_test(NAME mp_calibration_busy_shm
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/calibration_busy_test.sh $<TARGET_FILE:commrun> $<TARGET_FILE:comm-bench> shm)
+  set_tests_properties(mp_calibration_busy_shm PROPERTIES LABELS "mp;shm" TIMEOUT 120)
+endif()

@@ -26,7 +26,7 @@ const char* const kVars[] = {
     "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID", "COMM_STORE",
     "MASTER_ADDR", "MASTER_PORT", "COMM_STORE_TOKEN",
     "COMM_STORE_BIND", "COMM_TRANSPORT", "COMM_TIMEOUT", "COMM_LOG", "COMM_ALGO", "COMM_CHUNK",
-    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CHECK", "COMM_DETERMINISTIC", "COMM_DEVICE", "COMM_OFI_PROVIDER",
+    "COMM_CALIBRATE", "COMM_TUNING_FILE", "COMM_CALIBRATION_BUSY_LIMIT", "COMM_CHECK", "COMM_DETERMINISTIC", "COMM_DEVICE", "COMM_OFI_PROVIDER",
     "COMM_SHM_SIZE", "COMM_IFACE",
     "COMM_FLIGHT_RECORDER"};
 
@@ -159,6 +159,7 @@ TEST_CASE("every other variable is read") {
   env.set("COMM_CHUNK", "64K");
   env.set("COMM_CALIBRATE", "0");
   env.set("COMM_TUNING_FILE", "/tmp/t.json");
+  env.set("COMM_CALIBRATION_BUSY_LIMIT", "0.25");
   env.set("COMM_CHECK", "yes");
   env.set("COMM_DETERMINISTIC", "1");
   env.set("COMM_DEVICE", "3");
@@ -175,6 +176,7 @@ TEST_CASE("every other variable is read") {
   CHECK(c.chunk_bytes == 65536);
   CHECK_FALSE(c.calibrate);
   CHECK(c.tuning_file == "/tmp/t.json");
+  CHECK(c.calibration_busy_limit == 0.25);
   CHECK(c.check);
   CHECK(c.deterministic);
   CHECK(c.device == 3);
@@ -203,7 +205,9 @@ TEST_CASE("bad values throw invalid_config naming the variable and the value") {
       {"COMM_TIMEOUT", "0"},         {"COMM_LOG", "loud"},         {"COMM_CHUNK", "12X"},
       {"COMM_CHUNK", "0"},           {"COMM_CALIBRATE", "maybe"},  {"COMM_CHECK", "2"},
       {"COMM_DEVICE", "gpu0"},       {"COMM_FLIGHT_RECORDER", "-1"}, {"COMM_TRANSPORT", "../../etc/x"},
-      {"COMM_TRANSPORT", "UCX"},     {"COMM_TRANSPORT", "my-net"}, {"COMM_TRANSPORT", "ucx "}};
+      {"COMM_TRANSPORT", "UCX"},     {"COMM_TRANSPORT", "my-net"}, {"COMM_TRANSPORT", "ucx "},
+      {"COMM_CALIBRATION_BUSY_LIMIT", "1.5"}, {"COMM_CALIBRATION_BUSY_LIMIT", "-0.1"},
+      {"COMM_CALIBRATION_BUSY_LIMIT", "half"}};
   for (const auto& c : cases) {
     const char* var = c.first;  // named copies: doctest's messages capture them in lambdas
     const char* value = c.second;
