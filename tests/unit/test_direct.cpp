@@ -8,6 +8,7 @@
 // (vector clocks), so no interleaving at all can race — not only the ones
 // that happened to run.
 
+#include "engine/direct/cpu_executor.hpp"
 #include "engine/direct/direct_algorithm.hpp"
 #include "select/direct_model.hpp"
 
@@ -355,6 +356,42 @@ TEST_CASE("direct programs: synced flags, flag-in-data, chunking") {
   DirectArgs big{Collective::allreduce, 0, 2, 100000, 4, 0, 64 * 1024};
   CHECK_FALSE(find(Collective::allreduce, "mem_oneshot").eligible(big));
   CHECK(find(Collective::allreduce, "mem_twoshot").eligible(big));
+}
+
+TEST_CASE("direct programs: the executor runs mem_oneshot's programs, and only those, as the one-shot shape") {
+  for (int n : {1, 2, 3, 8}) {
+    for (const DirectAlgorithm* a : data_algorithms()) {
+      for (std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{300}}) {
+        DirectArgs args{a->collective, 0, n, count, 4, 0, 1 << 20};
+        if (a->eligible && !a->eligible(args)) continue;
+        for (int r = 0; r < n; ++r) {
+          args.rank = r;
+          ProgramBuilder b(r, n);
+          a->build(args, b);
+          const DirectProgram p = std::move(b).finish();
+          const auto shape = one_shot_shape(p, r, n);
+          const bool one_shot = a->collective == Collective::allreduce && a->name == "mem_oneshot" && n > 1;
+          INFO(a->name << " " << to_string(a->collective) << " n=" << n << " count=" << count << " rank=" << r);
+          REQUIRE(shape.has_value() == one_shot);
+          if (!shape) continue;
+          CHECK(shape->nranks == n);
+          CHECK(shape->bytes == count * 4);
+          CHECK(shape->offset == p.ops[0].dst.offset);
+          CHECK(shape->offset >= kDirectFlagBytes);
+        }
+      }
+    }
+  }
+  // A program that waits for the same peer twice (and so not for another) is not the shape.
+  ProgramBuilder b(0, 3);
+  b.copy(ProgramBuilder::window(0, 64), ProgramBuilder::input(0), 8);
+  const std::uint32_t step = b.signal();
+  b.wait(1, step);
+  b.wait(1, step);
+  const std::vector<DirectRef> windows{ProgramBuilder::window(0, 64), ProgramBuilder::window(1, 64),
+                                       ProgramBuilder::window(2, 64)};
+  b.reduce(ProgramBuilder::output(0), windows, 8);
+  CHECK_FALSE(one_shot_shape(std::move(b).finish(), 0, 3).has_value());
 }
 
 TEST_CASE("direct cost model: one flag beats two for tiny data, two-shot wins large") {

@@ -49,6 +49,49 @@ void check_calls(std::byte* const* win, const FlagWait* waits, std::size_t k, co
   }
 }
 
+// Which call this is, published with the first signal (see comm/direct.hpp).
+void publish_call(const HostCall& call) {
+  std::byte* mine = call.windows[call.rank];
+  store_word(mine + kDirectSignatureOffset, call.call_word);
+  store_word(mine + kDirectCallOffset, call.seq);
+}
+
+// Waits for the k flags of `waits` (batched consecutive waits of one program),
+// looking before calling into the memory's wait: usually the peers are there
+// already. The first batch of a call also checks that the peers are in this call.
+void wait_batch(DirectMemory& memory, const HostCall& call, const FlagWait* waits, std::size_t k, bool& checked) {
+  std::byte* const* win = call.windows;
+  bool ready = true;
+  for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
+  if (!ready) {
+    try {
+      memory.wait(call.slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
+    } catch (const Error& e) {
+      // A peer that left (or died) after entering a different call: say that instead.
+      if (e.code() == ErrorCode::peer_failed) check_calls(win, waits, k, call, true);
+      throw;
+    }
+  }
+  if (!checked) {
+    checked = true;
+    check_calls(win, waits, k, call, false);
+  }
+}
+
+void reduce_tiled(std::byte* dst, std::byte* dst2, const std::byte* const* srcs, std::size_t nsrcs,
+                  std::size_t bytes, DataType dtype, ReduceOp op) {
+  const std::size_t esize = dtype_size(dtype);
+  alignas(64) std::byte tile[kTile];
+  for (std::size_t at = 0; at < bytes; at += kTile) {
+    const std::size_t len = std::min(kTile, bytes - at);
+    const std::size_t n = len / esize;
+    kernels::reduce(tile, srcs[0] + at, srcs[1] + at, n, dtype, op);
+    for (std::size_t s = 2; s < nsrcs; ++s) kernels::reduce(tile, tile, srcs[s] + at, n, dtype, op);
+    std::memcpy(dst + at, tile, len);
+    if (dst2) std::memcpy(dst2 + at, tile, len);
+  }
+}
+
 }  // namespace
 
 std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
@@ -73,21 +116,9 @@ std::string describe_call_word(std::uint64_t word) {
 
 void reduce_in_order(std::byte* dst, std::byte* dst2, const std::byte* const* srcs, std::size_t nsrcs,
                      std::size_t bytes, DataType dtype, ReduceOp op) {
-  const std::size_t esize = dtype_size(dtype);
-  if (nsrcs == 2) {
-    kernels::reduce(dst, srcs[0], srcs[1], bytes / esize, dtype, op);
-    if (dst2 && dst2 != dst) std::memcpy(dst2, dst, bytes);
-    return;
-  }
-  alignas(64) std::byte tile[kTile];
-  for (std::size_t at = 0; at < bytes; at += kTile) {
-    const std::size_t len = std::min(kTile, bytes - at);
-    const std::size_t n = len / esize;
-    kernels::reduce(tile, srcs[0] + at, srcs[1] + at, n, dtype, op);
-    for (std::size_t s = 2; s < nsrcs; ++s) kernels::reduce(tile, tile, srcs[s] + at, n, dtype, op);
-    std::memcpy(dst + at, tile, len);
-    if (dst2) std::memcpy(dst2 + at, tile, len);
-  }
+  if (nsrcs != 2) return reduce_tiled(dst, dst2, srcs, nsrcs, bytes, dtype, op);  // its tile stays off this frame
+  kernels::reduce(dst, srcs[0], srcs[1], bytes / dtype_size(dtype), dtype, op);
+  if (dst2 && dst2 != dst) std::memcpy(dst2, dst, bytes);
 }
 
 void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call) {
@@ -101,9 +132,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
     }
     return nullptr;
   };
-  // Which call this is, published with the first signal (see comm/direct.hpp).
-  store_word(win[call.rank] + kDirectSignatureOffset, call.call_word);
-  store_word(win[call.rank] + kDirectCallOffset, call.seq);
+  publish_call(call);
   bool checked = false;
   bool announced = !call.after_first_signal;
   const auto announce = [&] {
@@ -113,6 +142,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
   };
   FlagWait* waits = call.wait_buffer;
   std::array<const std::byte*, 64> few;
+  std::vector<const std::byte*> many;  // sources beyond `few`
   const auto& ops = program.ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const DirectOp& op = ops[i];
@@ -124,7 +154,6 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
         break;
       }
       case DirectOpKind::reduce: {
-        std::vector<const std::byte*> many;
         const std::byte** srcs = few.data();
         if (op.num_srcs > few.size()) {
           many.resize(op.num_srcs);
@@ -145,26 +174,63 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
         for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < call.wait_capacity; ++i)
           waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};
         --i;
-        // Usually the peers are there already: look before calling into the memory's wait.
-        bool ready = true;
-        for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
-        if (!ready) {
-          try {
-            memory.wait(slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
-          } catch (const Error& e) {
-            // A peer that left (or died) after entering a different call: say that instead.
-            if (e.code() == ErrorCode::peer_failed) check_calls(win, waits, k, call, true);
-            throw;
-          }
-        }
-        if (!checked) {
-          checked = true;
-          check_calls(win, waits, k, call, false);
-        }
+        wait_batch(memory, call, waits, k, checked);
         break;
       }
     }
   }
+}
+
+std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks) {
+  const auto n = static_cast<std::size_t>(nranks);
+  const auto& ops = program.ops;
+  constexpr std::size_t kMaxSources = 64;  // run_one_shot_on_host's sources live on its stack
+  if (nranks < 2 || n > kMaxSources || ops.size() != n + 2 || program.steps != 1) return std::nullopt;
+  const auto is = [](const DirectRef& r, DirectSpace space, int owner, std::size_t offset) {
+    return r.space == space && (space != DirectSpace::window || r.rank == owner) && r.offset == offset;
+  };
+  const DirectOp& copy = ops[0];
+  const DirectOp& reduce = ops[n + 1];
+  if (copy.kind != DirectOpKind::copy || copy.dst.space != DirectSpace::window || copy.dst.rank != rank ||
+      !is(program.srcs[copy.first_src], DirectSpace::input, -1, 0))
+    return std::nullopt;
+  const OneShotShape shape{nranks, copy.dst.offset, copy.bytes};
+  if (ops[1].kind != DirectOpKind::signal || ops[1].step != 1) return std::nullopt;
+  std::vector<bool> awaited(n, false);
+  for (std::size_t i = 2; i < n + 1; ++i) {
+    const DirectOp& w = ops[i];
+    if (w.kind != DirectOpKind::wait || w.step != 1 || w.rank < 0 || w.rank >= nranks || w.rank == rank ||
+        awaited[static_cast<std::size_t>(w.rank)])
+      return std::nullopt;
+    awaited[static_cast<std::size_t>(w.rank)] = true;
+  }
+  if (reduce.kind != DirectOpKind::reduce || reduce.has_dst2 || reduce.num_srcs != n ||
+      reduce.bytes != shape.bytes || !is(reduce.dst, DirectSpace::output, -1, 0))
+    return std::nullopt;
+  for (std::size_t p = 0; p < n; ++p)
+    if (!is(program.srcs[reduce.first_src + p], DirectSpace::window, static_cast<int>(p), shape.offset))
+      return std::nullopt;
+  return shape;
+}
+
+void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const HostCall& call) {
+  std::byte* const* win = call.windows;
+  publish_call(call);
+  std::byte* mine = win[call.rank] + shape.offset;
+  if (mine != call.input) std::memcpy(mine, call.input, shape.bytes);
+  const std::uint64_t flag = direct_flag(call.seq, 1);
+  memory.signal(call.slot, flag, nullptr);
+  if (call.after_first_signal) call.after_first_signal(call.after_first_signal_arg);
+  FlagWait* waits = call.wait_buffer;
+  std::size_t k = 0;
+  for (int p = 0; p < shape.nranks; ++p)
+    if (p != call.rank) waits[k++] = {p, flag};
+  bool checked = false;
+  wait_batch(memory, call, waits, k, checked);
+  std::array<const std::byte*, 64> srcs;
+  for (int p = 0; p < shape.nranks; ++p) srcs[static_cast<std::size_t>(p)] = win[p] + shape.offset;
+  reduce_in_order(call.output, nullptr, srcs.data(), static_cast<std::size_t>(shape.nranks), shape.bytes,
+                  call.dtype, call.op);
 }
 
 }  // namespace comm::direct

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace comm::direct {
@@ -49,6 +50,23 @@ struct HostCall {
 };
 
 void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call);
+
+// A program of the one-shot shape (mem_oneshot's, for any size that fits):
+// copy this rank's whole input into its own window at `offset`, signal step
+// 1, wait for step 1 of every peer, reduce every rank's window at `offset`, in
+// rank order, into the output. Decode's small all-reduce runs it back to
+// back, and interpreting its four kinds of operation costs more there than
+// the exchange, so the executor runs this shape directly.
+struct OneShotShape {
+  int nranks = 0;
+  std::size_t offset = 0;  // of the data in every window slot
+  std::size_t bytes = 0;
+};
+// The shape of `program` (rank `rank` of `nranks`) if its operations are exactly those.
+std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks);
+// Runs such a program exactly as run_on_host would (same order of loads,
+// stores, flags and checks; same errors).
+void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const HostCall& call);
 
 // dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order; dst (and dst2) may
 // coincide exactly with any source. `bytes` is a multiple of the element size.

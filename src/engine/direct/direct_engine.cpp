@@ -90,6 +90,7 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
     analyse(all);
     auto p = std::make_unique<Plan>();
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
+    p->one_shot = one_shot_shape(p->program, rank_, size_);
     it = plans_.emplace(key, std::move(p)).first;
   }
   recent_[recent_next_++ % recent_.size()] = {key, it->second.get()};
@@ -172,7 +173,10 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     memory_.wait(previous_slot, guard_, call.deadline, nullptr);
   }
   last_synced_ = p.program.synced;
-  run_on_host(p.program, memory_, h);
+  if (p.one_shot)
+    run_one_shot_on_host(*p.one_shot, memory_, h);
+  else
+    run_on_host(p.program, memory_, h);
   if (call.op == ReduceOp::avg &&
       (a.collective == Collective::allreduce || a.collective == Collective::reduce_scatter ||
        (a.collective == Collective::reduce && call.root == rank_)))

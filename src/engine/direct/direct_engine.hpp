@@ -76,6 +76,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
  private:
   struct Plan {
     DirectProgram program;
+    std::optional<OneShotShape> one_shot;  // run directly, not interpreted (cpu_executor.hpp)
   };
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
   const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
