@@ -126,6 +126,7 @@ class Selector {
   NativeProfile corrections_;
   double correction(Collective c, std::string_view name, std::size_t bytes) const;
   void extend_corrections();
+  NativeProfile untimed_corrections() const;
   bool deterministic_ = false;
   const AlgorithmOffer* direct_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;

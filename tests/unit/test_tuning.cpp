@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <dirent.h>
 #include <exception>
@@ -227,17 +228,19 @@ TEST_CASE("measured times scale the model: exact at the ladder, log-interpolated
   CHECK(s.predict(ar, "ring", 8) == doctest::Approx(2 * s.predict_model(ar, "ring", 8)));
   CHECK(s.predict(ar, "ring", 64 << 20) == doctest::Approx(3 * s.predict_model(ar, "ring", 64 << 20)));
   CHECK(s.predict(ar, "direct", 64) == doctest::Approx(10 * s.predict_model(ar, "direct", 64)));
-  // Unmeasured algorithms keep the model's prediction.
-  CHECK(s.predict(ar, "tree", 4096) == s.predict_model(ar, "tree", 4096));
   // The choice follows the corrected predictions: the model's pick at 4 KiB,
-  // made 100x slower by measurement, is no longer chosen.
+  // made 100x slower by measurement while another took its model's time, is
+  // no longer chosen.
   Selector t(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr);
   const std::string pick = t.choose(ar, 4096);
+  const std::string other = pick == "ring" ? "tree" : "ring";
   NativeProfile slow;
   slow.set(ar, pick, {{4096, 100 * t.predict_model(ar, pick, 4096)}});
+  slow.set(ar, other, {{4096, t.predict_model(ar, other, 4096)}});
   t.set_measured_profile(slow);
   CHECK(t.choose(ar, 4096) != pick);
 }
+
 
 TEST_CASE("a calibrating communicator times its own all-reduce algorithms and predicts them from the times") {
   TempCache cache;
@@ -332,4 +335,25 @@ TEST_CASE("an algorithm not timed at the smallest size follows the change of rat
   // Both changes are x10: direct's 2x becomes 20x at 8 B and below.
   CHECK(f.ratio("direct", tiny) == doctest::Approx(20));
   CHECK(f.ratio("direct", 1) == doctest::Approx(20));
+}
+
+TEST_CASE("an algorithm never timed is off by what was typical where the others were timed") {
+  // 4 ranks on 2 cores: what calibration timed at 8 B took 30x, 40x and 50x
+  // the model; 'direct', never timed, must not be trusted at the model's
+  // figure there (it would win on the model's optimism alone).
+  const std::size_t tiny = 8, mid = std::size_t{64} << 10;
+  Corrections f;
+  f.measure("recursive_doubling", {{tiny, 30}});
+  f.measure("ring", {{tiny, 40}, {mid, 3}});
+  f.measure("tree", {{tiny, 50}, {mid, 5}});
+  f.s.set_measured_profile(f.measured);
+  // The median of 30, 40, 50 at 8 B; of 3 and 5 (in log terms: sqrt(15)) at 64 KiB.
+  CHECK(f.ratio("direct", tiny) == doctest::Approx(40));
+  CHECK(f.ratio("direct", mid) == doctest::Approx(std::sqrt(15.0)));
+  CHECK(f.ratio("rabenseifner", mid) == doctest::Approx(std::sqrt(15.0)));
+  // Those timed keep their own.
+  CHECK(f.ratio("ring", tiny) == doctest::Approx(40));
+  CHECK(f.ratio("tree", mid) == doctest::Approx(5));
+  // Nothing measured for a collective: the model alone.
+  CHECK(f.s.predict(Collective::broadcast, "tree", mid) == f.s.predict_model(Collective::broadcast, "tree", mid));
 }
