@@ -144,7 +144,7 @@ bool run_transport(Communicator& comm, const Options& o, const std::string& name
       for (const auto& r : these) wrong += std::max<std::int64_t>(r.wrong, 0) + std::max<std::int64_t>(r.inplace.wrong, 0);
       print_nccl_footer(stdout, wrong, these);
     }
-    if (lead && o.algo == "all" && coll != BenchColl::sendrecv)
+    if (lead && o.side_by_side() && coll != BenchColl::sendrecv)
       print_summary(stdout, name, summarize(results, name, coll));
   }
   return true;
@@ -191,7 +191,7 @@ int run(const Options& o, const std::string& command) {
     }
   }
 
-  if (lead && o.algo == "all")
+  if (lead && o.side_by_side())
     for (BenchColl coll : o.colls) print_comparison(stdout, coll, base.world_size, compare(results, coll));
 
   // Wrong counts are summed over ranks, so every rank exits non-zero alike.

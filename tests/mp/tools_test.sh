@@ -28,6 +28,21 @@ bad_transport_name)
   expect_rc 2
   expect_in "$ERR" "--transport 'UCX': 'UCX' is not valid"
   ;;
+bench_algo_list)
+  # --algo a,b: exactly those side by side plus auto, then the summary; a
+  # name the collective lacks is refused naming it and listing the valid ones.
+  COMM_CALIBRATE=0 run "$BIN/commrun" -n 2 --transport shm -- "$BIN/comm-bench" --algo mem_oneshot,ring,ring -b 8 -e 32 -n 5 -c 1
+  expect_rc 0
+  for algo in mem_oneshot ring 'auto\([a-z_]*\)'; do
+    [ "$(grep -cE "^\[r0\] +(8|32) +[0-9]+ +f32 +sum +- +$algo " "$OUT")" -eq 2 ] || fail "no row per size for $algo"
+  done
+  [ "$(grep -cE '^\[r0\] +(8|32) +[0-9]+ +f32 ' "$OUT")" -eq 6 ] || fail "rows other than mem_oneshot, ring and auto (ring listed twice runs once)"
+  expect_in "$OUT" "# summary (shm): fastest algorithm per size vs the automatic pick"
+  expect_in "$OUT" "# wrong elements: 0 OK"
+  COMM_CALIBRATE=0 run "$BIN/commrun" -n 2 --transport shm -- "$BIN/comm-bench" --algo ring,bogus -b 8 -e 8
+  expect_rc 2
+  expect_in "$ERR" "--algo 'ring,bogus': allreduce on transport 'shm' has no algorithm 'bogus' (valid: ring, "
+  ;;
 comm_info_nccl)
   run "$BIN/comm-info"
   expect_rc 0

@@ -109,11 +109,11 @@ cli::Parser make_parser(Options& o) {
          "every transport available here, one after the other\n"
          "(unavailable ones are listed with the reason)",
          o.transport);
-  p.text("--algo", "NAME|auto|all",
+  p.text("--algo", "NAME[,NAME..]|auto|all",
          "an algorithm, automatic selection (default), or every\n"
-         "algorithm of the collective side by side plus auto,\n"
-         "followed by a per-size summary: fastest algorithm, the\n"
-         "automatic pick and time(pick)/time(best)",
+         "algorithm of the collective (or those listed) side by side\n"
+         "plus auto, followed by a per-size summary: fastest\n"
+         "algorithm, the automatic pick and time(pick)/time(best)",
          o.algo);
   p.section("output");
   p.option("--inplace", "0|1",

@@ -32,13 +32,15 @@ struct Options {
   BenchColl coll = BenchColl::allreduce;  // the first of colls (what a Runner runs)
   std::vector<BenchColl> colls{BenchColl::allreduce};  // --coll a,b: each in turn, per transport
   std::string transport;      // "" = the configured one (COMM_TRANSPORT), "all" = every available
-  std::string algo = "auto";  // a name, "auto" or "all"
+  std::string algo = "auto";  // a name, "auto", "all", or names separated by commas
   std::string json_path;
   std::string plot_path;
   bool quiet = false;
   // nccl-tests' layout (out-of-place and in-place column groups, their
   // footers) for a single --algo; the side-by-side table for --algo all.
-  bool nccl_format() const { return algo != "all"; }
+  bool nccl_format() const { return !side_by_side(); }
+  // --algo all or a list: several algorithms (and auto) side by side, then the summaries.
+  bool side_by_side() const { return algo == "all" || algo.find(',') != std::string::npos; }
   bool measure_inplace() const { return inplace < 0 ? nccl_format() : inplace == 1; }
   bool help = false;
 };

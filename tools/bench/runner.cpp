@@ -59,14 +59,25 @@ std::vector<std::string> Runner::algorithms() const {
     all.push_back("auto");
     return all;
   }
-  if (std::find(known.begin(), known.end(), opts_.algo) == known.end()) {
-    std::string valid;
-    for (const auto& k : known) valid += (valid.empty() ? "" : ", ") + k;
-    throw Error(ErrorCode::unknown_algorithm, "--algo '" + opts_.algo + "': " + std::string(to_string(opts_.coll)) +
-                                                  " on transport '" + std::string(comm_.transport_name()) +
-                                                  "' has no such algorithm (valid: " + valid + ", auto, all)");
+  // One name, or several separated by commas: those side by side, plus auto.
+  std::vector<std::string> names;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = opts_.algo.find(',', at);
+    const std::string name = opts_.algo.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (name != "auto" && std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string valid;
+      for (const auto& k : known) valid += (valid.empty() ? "" : ", ") + k;
+      throw Error(ErrorCode::unknown_algorithm,
+                  "--algo '" + opts_.algo + "': " + std::string(to_string(opts_.coll)) + " on transport '" +
+                      std::string(comm_.transport_name()) + "' has no algorithm '" + name + "' (valid: " + valid +
+                      ", auto, all, or several of them separated by commas)");
+    }
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
   }
-  return {opts_.algo};
+  if (opts_.side_by_side() && std::find(names.begin(), names.end(), "auto") == names.end()) names.push_back("auto");
+  return names;
 }
 
 // In place, as nccl-tests calls it: the output buffer doubles as the input
