@@ -101,9 +101,11 @@ std::vector<RankPlace> gather_places(Communicator& comm) {
 
 // Runs every --coll on one transport; false if the transport failed at run
 // time (the job may then be out of step: stop, but keep what was measured).
-bool run_transport(Communicator& comm, const Options& o, const std::string& name, RunInfo& info,
-                   std::vector<Result>& results, std::chrono::steady_clock::time_point start) {
+bool run_transport(Communicator& comm, const Options& o, RunInfo& info, std::vector<Result>& results,
+                   std::chrono::steady_clock::time_point start) {
   const bool lead = comm.rank() == 0;
+  // As chosen at creation when none was named (the results carry the same name).
+  const std::string name(comm.transport_name());
   const std::vector<RankPlace> places = o.nccl_format() ? gather_places(comm) : std::vector<RankPlace>{};
   for (BenchColl coll : o.colls) {
     Options oc = o;
@@ -184,9 +186,9 @@ int run(const Options& o, const std::string& command) {
       report_skip(info.skipped_transports.back());
       continue;
     }
-    if (!run_transport(comm, o, name, info, results, start)) {
+    if (!run_transport(comm, o, info, results, start)) {
       status = 1;
-      failed_transport = name;
+      failed_transport = comm.transport_name();
       break;
     }
   }

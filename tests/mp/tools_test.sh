@@ -39,6 +39,10 @@ bench_algo_list)
   [ "$(grep -cE '^\[r0\] +(8|32) +[0-9]+ +f32 ' "$OUT")" -eq 6 ] || fail "rows other than mem_oneshot, ring and auto (ring listed twice runs once)"
   expect_in "$OUT" "# summary (shm): fastest algorithm per size vs the automatic pick"
   expect_in "$OUT" "# wrong elements: 0 OK"
+  # No transport named (one process: local): the summary names the one chosen.
+  COMM_CALIBRATE=0 run "$BIN/comm-bench" --algo ring,tree -b 8 -e 8 -n 5
+  expect_rc 0
+  expect_in "$OUT" "# summary (local): fastest algorithm per size vs the automatic pick"
   COMM_CALIBRATE=0 run "$BIN/commrun" -n 2 --transport shm -- "$BIN/comm-bench" --algo ring,bogus -b 8 -e 8
   expect_rc 2
   expect_in "$ERR" "--algo 'ring,bogus': allreduce on transport 'shm' has no algorithm 'bogus' (valid: ring, "
