@@ -57,6 +57,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::vector<std::string> algorithms(Collective c) const override;
   double predict_us(Collective c, std::string_view name, std::size_t bytes,
                     const ComputeParams& compute) const override;
+  std::string unavailable(Collective c, std::string_view name) const override;
 
   DirectMemory& memory() noexcept { return memory_; }
   const DirectCosts& costs() const noexcept { return costs_; }
@@ -82,6 +83,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
 
   Transport& transport_;
   DirectMemory& memory_;
+  PeerReads* peer_reads_;  // memory_.peer_reads(): null when not offered
   DirectMemoryInfo info_;
   DirectCosts costs_;
   int rank_;

@@ -14,6 +14,11 @@ constexpr std::array kDirect{
                     "peer memory: publish, one flag, every rank reduces all windows; fits one window"},
     DirectAlgorithm{"mem_twoshot", Collective::allreduce, build_allreduce_twoshot, eligible_allreduce_twoshot,
                     "peer memory: each rank reduces its 1/n block of all windows, then gathers; chunk-pipelined"},
+    DirectAlgorithm{"mem_peer_twoshot", Collective::allreduce, build_allreduce_peer_twoshot,
+                    eligible_allreduce_peer_twoshot,
+                    "peer memory: two-shot reading the peers' own buffers (one copy per shot, no staging); "
+                    "needs peer reads (shm: cross-memory reads)",
+                    true},
     DirectAlgorithm{"mem_direct", Collective::reduce_scatter, build_reduce_scatter_direct,
                     eligible_reduce_scatter_direct, "peer memory: rank r folds block r of every window"},
     DirectAlgorithm{"mem_direct", Collective::allgather, build_allgather_direct, eligible_allgather_direct,
