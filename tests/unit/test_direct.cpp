@@ -453,11 +453,34 @@ TEST_CASE("direct programs: reads of peers' buffers are ordered before their own
     INFO(problem);
     CHECK(problem.find("races") != std::string::npos);  // the checker sees the hazard whatever the interleaving
   }
-  const auto& peer = find(Collective::allreduce, "mem_peer_twoshot");
-  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
-    Sim sim(3, 4096, seed);
-    CHECK(sim.run({{&peer, 40, 0}, {&peer, 40, 0, true}, {&peer, 40, 0}}) == "");
+  for (const char* name : {"mem_peer_twoshot", "mem_peer_oneshot"}) {
+    const auto& peer = find(Collective::allreduce, name);
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+      Sim sim(3, 4096, seed);
+      INFO(name << " seed " << seed);
+      CHECK(sim.run({{&peer, 40, 0}, {&peer, 40, 0, true}, {&peer, 40, 0}, {&peer, 41, 0, true}}) == "");
+    }
   }
+}
+
+TEST_CASE("direct programs: mem_peer_oneshot holds every peer's input in one window, needs peer reads") {
+  const auto& one = find(Collective::allreduce, "mem_peer_oneshot");
+  const std::size_t window = 64 * 1024, room = window - kDirectPeerDataOffset;
+  // 3 ranks: two peers' inputs of whole cache lines side by side.
+  CHECK(one.eligible({Collective::allreduce, 0, 3, room / 2 / 4, 4, 0, window, true}));
+  CHECK_FALSE(one.eligible({Collective::allreduce, 0, 3, room / 2 / 4 + 16, 4, 0, window, true}));
+  CHECK_FALSE(one.eligible({Collective::allreduce, 0, 3, 100, 4, 0, window, false}));
+  std::vector<DirectProgram> v;
+  for (int r = 0; r < 3; ++r) {
+    ProgramBuilder b(r, 3);
+    one.build({Collective::allreduce, r, 3, 1000, 4, 0, window, true}, b);
+    v.push_back(std::move(b).finish());
+  }
+  analyse(v);
+  CHECK(v[0].reads_peers);
+  CHECK(v[0].steps == 2);
+  CHECK(v[0].synced);
+  CHECK(v[0].ops.back().kind == DirectOpKind::reduce);  // nothing after the fold: no trailing wait
 }
 
 TEST_CASE("direct programs: mem_peer_twoshot needs peer reads, keeps the address line, chunks its scratch") {

@@ -199,8 +199,10 @@ DirectMemoryInfo ShmTransport::info() const noexcept {
   i.read_gbps = 12.0;
   i.copy_gbps = 20.0;
   i.reduce_gbps = 16.0;
-  i.peer_read_us = 1.0;
-  i.peer_read_gbps = 8.0;
+  // process_vm_readv between two processes of the VM: 1.8 us for 4 KiB, 6.1 us
+  // for 64 KiB, 39.5 us for 512 KiB (medians of 200).
+  i.peer_read_us = 1.5;
+  i.peer_read_gbps = 13.0;
   i.no_peer_reads = no_peer_reads_ ? no_peer_reads_ : "";
   return i;
 }

@@ -14,6 +14,8 @@ void build_allreduce_twoshot(const DirectArgs& a, ProgramBuilder& b);
 bool eligible_allreduce_twoshot(const DirectArgs& a);
 void build_allreduce_peer_twoshot(const DirectArgs& a, ProgramBuilder& b);
 bool eligible_allreduce_peer_twoshot(const DirectArgs& a);
+void build_allreduce_peer_oneshot(const DirectArgs& a, ProgramBuilder& b);
+bool eligible_allreduce_peer_oneshot(const DirectArgs& a);
 void build_reduce_scatter_direct(const DirectArgs& a, ProgramBuilder& b);
 bool eligible_reduce_scatter_direct(const DirectArgs& a);
 void build_allgather_direct(const DirectArgs& a, ProgramBuilder& b);
