@@ -74,6 +74,10 @@ enum class DirectSpace : std::uint8_t {
   /// owner's first signal (its addresses) and before the owner returns.
   peer_input,
   peer_output,
+  /// This rank's private scratch memory (DirectProgram::scratch_bytes), which no
+  /// other rank sees: where data read from peers' buffers lands, so that writing
+  /// it never pulls cache lines out of a peer that read the window before.
+  scratch,
 };
 
 /// A byte position in one of the spaces.
@@ -117,6 +121,7 @@ struct DirectProgram {
   /// Some copy reads a peer's input or output (DirectSpace::peer_input/peer_output):
   /// the executor publishes this rank's buffer addresses before its first signal.
   bool reads_peers = false;
+  std::size_t scratch_bytes = 0;  ///< bytes of DirectSpace::scratch it uses
 };
 
 }  // namespace comm

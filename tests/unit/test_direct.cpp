@@ -48,6 +48,7 @@ class Sim {
   Sim(int n, std::size_t window, std::uint64_t seed) : n_(n), window_(window), rng_(seed) {
     const auto nn = static_cast<std::size_t>(n);
     ins_.resize(nn);
+    scratch_.assign(nn, std::vector<std::byte>(window, std::byte{0}));
     outs_.resize(nn);
     buf_access_.resize(nn * 2);
     in_place_.resize(nn);
@@ -221,6 +222,7 @@ class Sim {
 
   std::byte* address(const DirectRef& ref, int r, std::uint64_t seq) {
     if (ref.space == DirectSpace::window) return win_[widx(ref.rank, seq)].data() + ref.offset;
+    if (ref.space == DirectSpace::scratch) return scratch_[static_cast<std::size_t>(r)].data() + ref.offset;
     return reinterpret_cast<std::byte*>(storage(buffer_of(ref, r, seq)).data()) + ref.offset;
   }
 
@@ -244,6 +246,10 @@ class Sim {
   // windows per slot, the callers' buffers across calls (a peer may read a
   // buffer only between its owner's filling it and its owner's return).
   std::string touch(const DirectRef& ref, std::size_t bytes, bool write, int r, std::uint64_t seq) {
+    if (ref.space == DirectSpace::scratch)  // private: only bounds (no scratch larger than a window)
+      return ref.offset + bytes <= window_ ? std::string()
+                                           : "rank " + std::to_string(r) + " overruns its scratch: [" +
+                                                 std::to_string(ref.offset) + ", +" + std::to_string(bytes) + ")";
     if (ref.space != DirectSpace::window) {
       const Buffer b = buffer_of(ref, r, seq);
       const std::size_t cap = storage(b).size() * 8;
@@ -301,6 +307,7 @@ class Sim {
   std::vector<std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>>> signals_;
   std::vector<std::vector<Access>> access_;
   std::vector<std::vector<std::int64_t>> ins_, outs_;  // per rank, reused from call to call
+  std::vector<std::vector<std::byte>> scratch_;        // per rank, private
   std::vector<std::vector<Access>> buf_access_;        // [rank * 2 + (0 input, 1 output)]
   std::vector<std::vector<bool>> in_place_;            // [rank][call]: that call is in place
   std::vector<std::vector<std::uint64_t>> clock_;
@@ -432,7 +439,7 @@ void build_returns_early(const DirectArgs& a, ProgramBuilder& b) {
       srcs.push_back(B::input(mine));
       continue;
     }
-    srcs.push_back(B::window(a.rank, kDirectPeerDataOffset + p * len));
+    srcs.push_back(B::scratch(p * len));
     b.copy(srcs.back(), B::peer_input(static_cast<int>(p), mine), len);
   }
   b.reduce(B::output(mine), srcs, len);
@@ -508,7 +515,9 @@ TEST_CASE("direct programs: mem_peer_twoshot needs peer reads, keeps the address
   CHECK(v[1].reads_peers);
   CHECK(v[1].synced);
   CHECK(v[1].steps == 3);
-  CHECK(v[1].window_bytes <= 64 * 1024);
+  CHECK(v[1].window_bytes == 0);  // peers' data lands in private scratch, not in the window
+  CHECK(v[1].scratch_bytes > 0);
+  CHECK(v[1].scratch_bytes <= 64 * 1024);
   // 1 MiB of block 1 (1 MiB of 4 MiB) through 64 KiB windows: 3 peers x 17+ chunks, then 3 gathers.
   CHECK(peer_copies >= 3 * 17 + 3);
   // A program that reads peers must leave their addresses' line alone.

@@ -107,7 +107,8 @@ struct Call {
       case DirectSpace::output: return p.output + r.offset;
       case DirectSpace::window: return window(r.rank) + r.offset;
       case DirectSpace::peer_input:   // never lowered (device_program.cpp refuses programs that read peers)
-      case DirectSpace::peer_output: break;
+      case DirectSpace::peer_output:
+      case DirectSpace::scratch: break;
     }
     return nullptr;
   }

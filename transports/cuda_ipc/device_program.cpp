@@ -58,8 +58,9 @@ struct Hazards {
 
 DeviceProgram lower(const DirectProgram& program) {
   // The CUDA memory offers no PeerReads (DirectMemory::peer_reads), so no eligible program reads peer buffers.
-  if (program.reads_peers)
-    throw Error(ErrorCode::internal, "cuda_ipc: a direct-memory program that reads peers' buffers cannot be lowered");
+  if (program.reads_peers || program.scratch_bytes > 0)
+    throw Error(ErrorCode::internal,
+                "cuda_ipc: a direct-memory program that reads peers' buffers or uses private scratch cannot be lowered");
   DeviceProgram out;
   out.steps = program.steps;
   out.synced = program.synced;

@@ -2,15 +2,16 @@
 // peer_input, through DirectMemory::peer_reads(): on host shared memory one
 // process_vm_readv per peer):
 //   1. signal (the executor has published this rank's buffer addresses); wait for everyone's;
-//   2. copy every peer's whole input into scratch in this rank's own window; signal 2,
+//   2. copy every peer's whole input into this rank's private scratch; signal 2,
 //      wait for everyone's: from here on nobody reads this rank's buffers;
 //   3. fold all n inputs, in rank order, into the output.
 // Each rank reads n-1 inputs in n-1 system calls, for two flag latencies: no
 // staging copy into a window, no gather, and no trailing wait (the last reads
 // of this rank's buffers ended before signal 2), so in place is safe: the
 // output is written only after every peer finished reading the input. The
-// scratch holds every peer's input at once, so it is for messages of up to a
-// window / (n-1). The fold is mem_oneshot's, so the bits are identical.
+// scratch holds every peer's input at once; it is kept to a window's size, so
+// this is for messages of up to a window / (n-1). The fold is mem_oneshot's,
+// so the bits are identical.
 
 #include "engine/direct/direct_builders.hpp"
 
@@ -39,13 +40,13 @@ void build_allreduce_peer_oneshot(const DirectArgs& a, ProgramBuilder& b) {
   }
   b.wait_all(b.signal());
   std::vector<DirectRef> srcs;
-  std::size_t at = kDirectPeerDataOffset;
+  std::size_t at = 0;
   for (int p = 0; p < a.nranks; ++p) {
     if (p == a.rank) {
       srcs.push_back(B::input(0));
       continue;
     }
-    srcs.push_back(B::window(a.rank, at));
+    srcs.push_back(B::scratch(at));
     b.copy(srcs.back(), B::peer_input(p, 0), bytes);
     at += piece_bytes(a);
   }

@@ -2,8 +2,8 @@
 // peer_input/peer_output, through DirectMemory::peer_reads(): on host shared
 // memory one process_vm_readv each) instead of staging them in windows:
 //   1. signal (the executor has published this rank's buffer addresses); wait for everyone's;
-//   2. rank r copies block r of every peer's input into scratch in its own
-//      window, chunk by chunk, and folds all n blocks, in rank order, into
+//   2. rank r copies block r of every peer's input into its private scratch,
+//      chunk by chunk, and folds all n blocks, in rank order, into
 //      block r of its output; signal 2, wait for everyone's;
 //   3. it copies every other reduced block p straight out of rank p's output;
 //      signal 3, wait for everyone's, so that no rank returns (and lets its
@@ -55,7 +55,7 @@ void build_allreduce_peer_twoshot(const DirectArgs& a, ProgramBuilder& b) {
   const std::size_t per = piece_elems(a);
   const std::size_t mine = block_offset(a.count, n, r), my_len = block_size(a.count, n, r);
   // Rank p's piece of the scratch (this rank's own has none).
-  auto scratch = [&](std::size_t p) { return kDirectPeerDataOffset + (p < r ? p : p - 1) * per * e; };
+  auto scratch = [&](std::size_t p) { return (p < r ? p : p - 1) * per * e; };
   std::vector<DirectRef> srcs(n);
   for (std::size_t at = 0; at < my_len; at += per) {
     const std::size_t len = std::min(per, my_len - at) * e, from = (mine + at) * e;
@@ -64,7 +64,7 @@ void build_allreduce_peer_twoshot(const DirectArgs& a, ProgramBuilder& b) {
         srcs[p] = B::input(from);
         continue;
       }
-      srcs[p] = B::window(a.rank, scratch(p));
+      srcs[p] = B::scratch(scratch(p));
       b.copy(srcs[p], B::peer_input(static_cast<int>(p), from), len);
     }
     b.reduce(B::output(from), srcs, len);

@@ -120,6 +120,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
       case DirectSpace::input: return const_cast<std::byte*>(call.input) + r.offset;
       case DirectSpace::output: return call.output + r.offset;
       case DirectSpace::window: return win[r.rank] + r.offset;
+      case DirectSpace::scratch: return call.scratch + r.offset;
       case DirectSpace::peer_input:
       case DirectSpace::peer_output: break;  // another process's address: copy_from_peer
     }

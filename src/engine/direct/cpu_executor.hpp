@@ -40,6 +40,8 @@ struct HostCall {
   // Room for the flags of one batch of consecutive waits (at least one per peer).
   // Reads of the peers' buffers, for a program with DirectProgram::reads_peers (else unused).
   PeerReads* peer_reads = nullptr;
+  // This rank's private scratch, at least DirectProgram::scratch_bytes.
+  std::byte* scratch = nullptr;
   FlagWait* wait_buffer = nullptr;
   std::size_t wait_capacity = 0;
   std::chrono::steady_clock::time_point deadline{};

@@ -109,6 +109,7 @@ class ProgramBuilder {
   static DirectRef window(int owner, std::size_t offset) { return {DirectSpace::window, owner, offset}; }
   static DirectRef peer_input(int owner, std::size_t offset) { return {DirectSpace::peer_input, owner, offset}; }
   static DirectRef peer_output(int owner, std::size_t offset) { return {DirectSpace::peer_output, owner, offset}; }
+  static DirectRef scratch(std::size_t offset) { return {DirectSpace::scratch, -1, offset}; }
 
   // Zero-byte copies and reductions are dropped. A peer_input/peer_output
   // source (another rank's buffer) is for copies only, into this rank's memory.

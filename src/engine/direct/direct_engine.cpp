@@ -98,6 +98,7 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
     analyse(all);
     auto p = std::make_unique<Plan>();
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
+    if (p->program.scratch_bytes > scratch_.size()) scratch_.resize(p->program.scratch_bytes);
     it = plans_.emplace(key, std::move(p)).first;
   }
   recent_[recent_next_++ % recent_.size()] = {key, it->second.get()};
@@ -175,6 +176,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   h.slot = slot_;
   h.windows = windows_[h.slot].data();
   h.peer_reads = peer_reads_;
+  h.scratch = scratch_.data();
   h.wait_buffer = wait_buffer_.data();
   h.wait_capacity = wait_buffer_.size();
   if (!last_synced_ && h.seq > 1) {

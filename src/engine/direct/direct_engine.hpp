@@ -95,6 +95,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::array<std::pair<Key, const Plan*>, 4> recent_{};
   std::size_t recent_next_ = 0;
   std::vector<std::byte> input_copy_;
+  std::vector<std::byte> scratch_;  // DirectSpace::scratch: as large as the largest plan's
   std::vector<std::vector<std::byte*>> windows_;  // [slot][rank]: fixed for the engine's life
   // Per collective, the last call check() passed, for start() (the same
   // call, right after) and for the calls that repeat it: a decode loop that

@@ -66,6 +66,7 @@ void ProgramBuilder::note_write(const DirectRef& r, std::size_t bytes) {
     p_.window_bytes = std::max(p_.window_bytes, r.offset + bytes);
     lowest_window_write_ = std::min(lowest_window_write_, r.offset);
   }
+  if (r.space == DirectSpace::scratch) p_.scratch_bytes = std::max(p_.scratch_bytes, r.offset + bytes);
 }
 
 // A program writes only its own memory, and reads a peer's buffer only as a
