@@ -21,21 +21,20 @@ namespace {
 constexpr std::size_t kLine = 64;
 
 // Bytes of one peer's piece of the scratch (whole cache lines).
-std::size_t piece_bytes(const DirectArgs& a) { return (a.count * a.elem_size + kLine - 1) / kLine * kLine; }
+std::size_t piece_bytes(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
 
 }  // namespace
 
-bool eligible_allreduce_peer_oneshot(const DirectArgs& a) {
+bool peer_fold_fits(const DirectArgs& a, std::size_t bytes) {
   if (a.nranks == 1) return true;
   return a.peer_reads && a.window_bytes >= kDirectPeerDataOffset &&
-         piece_bytes(a) * static_cast<std::size_t>(a.nranks - 1) <= a.window_bytes - kDirectPeerDataOffset;
+         piece_bytes(bytes) * static_cast<std::size_t>(a.nranks - 1) <= a.window_bytes - kDirectPeerDataOffset;
 }
 
-void build_allreduce_peer_oneshot(const DirectArgs& a, ProgramBuilder& b) {
+void build_peer_fold(const DirectArgs& a, ProgramBuilder& b, std::size_t from, std::size_t bytes) {
   using B = ProgramBuilder;
-  const std::size_t bytes = a.count * a.elem_size;
   if (a.nranks == 1) {
-    b.copy(B::output(0), B::input(0), bytes);
+    b.copy(B::output(0), B::input(from), bytes);
     return;
   }
   b.wait_all(b.signal());
@@ -43,15 +42,21 @@ void build_allreduce_peer_oneshot(const DirectArgs& a, ProgramBuilder& b) {
   std::size_t at = 0;
   for (int p = 0; p < a.nranks; ++p) {
     if (p == a.rank) {
-      srcs.push_back(B::input(0));
+      srcs.push_back(B::input(from));
       continue;
     }
     srcs.push_back(B::scratch(at));
-    b.copy(srcs.back(), B::peer_input(p, 0), bytes);
-    at += piece_bytes(a);
+    b.copy(srcs.back(), B::peer_input(p, from), bytes);
+    at += piece_bytes(bytes);
   }
   b.wait_all(b.signal());
   b.reduce(B::output(0), srcs, bytes);
+}
+
+bool eligible_allreduce_peer_oneshot(const DirectArgs& a) { return peer_fold_fits(a, a.count * a.elem_size); }
+
+void build_allreduce_peer_oneshot(const DirectArgs& a, ProgramBuilder& b) {
+  build_peer_fold(a, b, 0, a.count * a.elem_size);
 }
 
 }  // namespace comm::direct

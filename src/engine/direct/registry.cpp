@@ -26,6 +26,10 @@ constexpr std::array kDirect{
                     true},
     DirectAlgorithm{"mem_direct", Collective::reduce_scatter, build_reduce_scatter_direct,
                     eligible_reduce_scatter_direct, "peer memory: rank r folds block r of every window"},
+    DirectAlgorithm{"mem_peer", Collective::reduce_scatter, build_reduce_scatter_peer, eligible_reduce_scatter_peer,
+                    "peer memory: rank r copies block r of every peer's own input (one read each), then folds; "
+                    "needs peer reads (shm: cross-memory reads)",
+                    true},
     DirectAlgorithm{"mem_direct", Collective::allgather, build_allgather_direct, eligible_allgather_direct,
                     "peer memory: every rank copies every window"},
     DirectAlgorithm{"mem_direct", Collective::broadcast, build_broadcast_direct, eligible_broadcast_direct,
