@@ -54,18 +54,36 @@ inline constexpr std::size_t kDirectFlagBytes = 8;
 /// different call. Data that shares the flag's cache line ends before them.
 inline constexpr std::size_t kDirectSignatureOffset = 48;
 inline constexpr std::size_t kDirectCallOffset = 56;
+/// Where a program that reads the peers' own buffers (DirectProgram::reads_peers)
+/// publishes, at call start and before its first signal, the addresses of its
+/// input and output buffers as its process sees them; they sit in the slot's
+/// second cache line, and such a program keeps its window data at
+/// kDirectPeerDataOffset and beyond.
+inline constexpr std::size_t kDirectPeerInputOffset = 64;
+inline constexpr std::size_t kDirectPeerOutputOffset = 72;
+inline constexpr std::size_t kDirectPeerDataOffset = 128;
 
 /// Where an operand lives.
 enum class DirectSpace : std::uint8_t {
   input,   ///< the caller's input buffer
   output,  ///< the caller's output buffer
   window,  ///< `rank`'s window, in the slot of the current call
+  /// `rank`'s own input / output buffer (another rank's: never this rank's),
+  /// read through DirectMemory::peer_reads(). Only the source of a copy into
+  /// this rank's own memory; the program must order the read after the
+  /// owner's first signal (its addresses) and before the owner returns.
+  peer_input,
+  peer_output,
+  /// This rank's private scratch memory (DirectProgram::scratch_bytes), which no
+  /// other rank sees: where data read from peers' buffers lands, so that writing
+  /// it never pulls cache lines out of a peer that read the window before.
+  scratch,
 };
 
 /// A byte position in one of the spaces.
 struct DirectRef {
   DirectSpace space = DirectSpace::input;
-  int rank = -1;            ///< owner of the window (window only)
+  int rank = -1;            ///< owner of the window or buffer (window, peer_input, peer_output)
   std::size_t offset = 0;   ///< bytes from the start of the buffer or window slot
 };
 
@@ -100,6 +118,10 @@ struct DirectProgram {
   /// This rank has waited, directly or transitively, on a signal of this call from every other
   /// rank (see "Slots" above). Set by the engine from all ranks' programs.
   bool synced = false;
+  /// Some copy reads a peer's input or output (DirectSpace::peer_input/peer_output):
+  /// the executor publishes this rank's buffer addresses before its first signal.
+  bool reads_peers = false;
+  std::size_t scratch_bytes = 0;  ///< bytes of DirectSpace::scratch it uses
 };
 
 }  // namespace comm

@@ -180,6 +180,32 @@ struct DirectMemoryInfo {
   double read_gbps = 12.0;
   double copy_gbps = 20.0;
   double reduce_gbps = 16.0;
+  /// For the cost model of reads of peers' buffers (DirectMemory::peer_reads()): the fixed
+  /// microseconds of one read (a system call, pinning the peer's pages) and its GB/s.
+  double peer_read_us = 1.0;
+  double peer_read_gbps = 8.0;
+  /// Why peer_reads() is null (a static string, e.g. "shm.cma / COMM_SHM_CMA=0 forbids
+  /// cross-memory reads"); "" when it is offered.
+  const char* no_peer_reads = "";
+};
+
+/// Optional capability of a DirectMemory: copying straight out of another
+/// rank's own buffers (not its windows), so an algorithm need not stage its
+/// input in a window first. Host memory (transport `shm`): process_vm_readv
+/// with the peer's pid, one system call per read. A device implementation
+/// would map each peer's registered buffers once through CUDA IPC and copy
+/// with loads; none exists yet.
+///
+/// Offered only when every rank may read every other rank's memory, and
+/// decided alike on every rank (ranks must agree on eligibility). Same
+/// threading as its DirectMemory.
+class COMM_API PeerReads {
+ public:
+  virtual ~PeerReads();
+  /// Copies `bytes` from address `remote` in `rank`'s process to `local` in this one;
+  /// returns when done. Throws comm::Error naming `rank`: peer_failed if its process is
+  /// gone, transport_failure if the memory cannot be read (unmapped, not permitted).
+  virtual void read(int rank, const void* remote, void* local, std::size_t bytes) = 0;
 };
 
 /// Optional: peer memory. Every rank of the group has mapped every other
@@ -213,6 +239,9 @@ class COMM_API DirectMemory {
   /// after Transport::interrupt(). Device memory: enqueued on `stream`, returns at once.
   virtual void wait(unsigned slot, std::span<const FlagWait> waits, std::chrono::steady_clock::time_point deadline,
                     void* stream) = 0;
+  /// Reads of the peers' own buffers (see PeerReads), or nullptr when not offered
+  /// (DirectMemoryInfo::no_peer_reads says why). Owned by this DirectMemory.
+  virtual PeerReads* peer_reads() noexcept { return nullptr; }
 };
 
 class COMM_API Transport {

@@ -21,6 +21,7 @@ Transport::~Transport() = default;
 NativeCollectives::~NativeCollectives() = default;
 StreamEngine::~StreamEngine() = default;
 DirectMemory::~DirectMemory() = default;
+PeerReads::~PeerReads() = default;
 
 namespace {
 [[noreturn]] void no_host_p2p(const Transport& t, const char* what, int peer) {

@@ -14,7 +14,8 @@ namespace {
 double us(double bytes, double gbps) { return bytes / (std::max(gbps, 1e-9) * 1e3); }
 
 struct Rates {
-  double copy, reduce, read;
+  double copy, reduce, read, peer;
+  double local_reduce;  // a reduction of this rank's own memory only: the machine's kernel rate
 };
 
 Rates rates_for(const direct::DirectArgs& a, const DirectCosts& c, const ComputeParams& m) {
@@ -28,13 +29,15 @@ Rates rates_for(const direct::DirectArgs& a, const DirectCosts& c, const Compute
   // machine does now: the slower one counts.
   const auto measured = [](double own, double calibrated) { return calibrated > 0 ? std::min(own, calibrated) : own; };
   Rates r{measured(c.copy_gbps, m.copy_gbps), measured(c.reduce_gbps, m.reduce_gbps),
-          measured(c.read_gbps, m.copy_gbps)};
+          measured(c.read_gbps, m.copy_gbps), c.peer_read_gbps, m.reduce_gbps > 0 ? m.reduce_gbps : c.reduce_gbps};
   if (m.cache_bytes > 0 && data > m.cache_bytes) {
     // Streaming from memory: every rank draws on the same memory bandwidth.
     const double share = 2.0 / std::max(2, a.nranks);
     r.copy = (m.copy_large_gbps > 0 ? m.copy_large_gbps : m.copy_gbps) * share;
     r.reduce = (m.reduce_large_gbps > 0 ? m.reduce_large_gbps : m.reduce_gbps) * share;
     r.read = std::min(r.read, r.copy);
+    r.peer = std::min(r.peer, r.copy);
+    r.local_reduce = r.reduce;
   }
   return r;
 }
@@ -46,8 +49,14 @@ double op_cost(const DirectProgram& p, const DirectOp& op, int rank, const Rates
     if (src.space == DirectSpace::window && src.rank != rank) remote += static_cast<double>(op.bytes);
   }
   const auto bytes = static_cast<double>(op.bytes);
+  const DirectSpace first = p.srcs[op.first_src].space;
+  if (op.kind == DirectOpKind::copy && (first == DirectSpace::peer_input || first == DirectSpace::peer_output))
+    return c.step_us + c.peer_read_us + us(bytes, r.peer);
   if (op.kind == DirectOpKind::copy) return c.step_us + (remote > 0 ? us(bytes, r.read) : us(bytes, r.copy));
-  const double compute = us(bytes * (op.num_srcs - 1), r.reduce) + (op.has_dst2 ? us(bytes, r.copy) : 0.0);
+  // The memory's reduce rate is what a fold of other ranks' windows achieves (it
+  // draws lines from their caches); one of this rank's own memory runs at the kernel's.
+  const double fold = remote > 0 ? r.reduce : r.local_reduce;
+  const double compute = us(bytes * (op.num_srcs - 1), fold) + (op.has_dst2 ? us(bytes, r.copy) : 0.0);
   return c.step_us + std::max(compute, us(remote, r.read));
 }
 
@@ -59,6 +68,8 @@ DirectCosts direct_costs(const DirectMemoryInfo& info) {
   c.read_gbps = info.read_gbps;
   c.copy_gbps = info.copy_gbps;
   c.reduce_gbps = info.reduce_gbps;
+  c.peer_read_us = info.peer_read_us;
+  c.peer_read_gbps = info.peer_read_gbps;
   return c;
 }
 

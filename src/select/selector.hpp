@@ -34,6 +34,9 @@ class AlgorithmOffer {
   // Predicted microseconds for a message of `bytes` (see "message size" above); negative: cannot run it.
   virtual double predict_us(Collective c, std::string_view name, std::size_t bytes,
                             const ComputeParams& compute) const = 0;
+  // Why `name` cannot run at any size on this communicator (for comm-info's notes
+  // and errors), or "" when it can at some.
+  virtual std::string unavailable(Collective c, std::string_view name) const = 0;
 };
 
 class Selector {
@@ -50,6 +53,10 @@ class Selector {
   // Algorithm names that exist for `c` (ours, the direct engine's, then the transport's native ones).
   const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
   bool is_native(Collective c, std::string_view name) const;
+  // Why the direct engine's `name` cannot run here at any size ("" if it can, or is not its).
+  std::string why_not(Collective c, std::string_view name) const {
+    return direct_ ? direct_->unavailable(c, name) : std::string();
+  }
   bool is_direct(Collective c, std::string_view name) const;
 
   // The algorithm to run for `bytes` of `c` and why ("override" or "cost model").

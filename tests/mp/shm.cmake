@@ -57,3 +57,16 @@ foreach(n 2 4)
 endforeach()
 add_test(NAME mp_shm_auto_info COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/shm_auto_info.sh $<TARGET_FILE_DIR:commrun>)
 set_tests_properties(mp_shm_auto_info PROPERTIES LABELS "mp;shm" TIMEOUT 90)
+# The all-reduce that reads the peers' own buffers (cross-memory reads):
+# bitwise mem_twoshot's and a rank-order fold, in place and out of place, on
+# 2 and 3 ranks; with COMM_SHM_CMA=0 not eligible, and forcing it is an error
+# naming why.
+comm_mp_program(comm-shm-peer-reads ${CMAKE_CURRENT_LIST_DIR}/shm_peer_reads.cpp)
+foreach(n 2 3)
+  comm_mp_test(NAME mp_shm_peer_reads_${n} RANKS ${n} LABELS mp shm TIMEOUT 180
+    ENV ${COMM_SHM_ENV} COMMAND comm-shm-peer-reads)
+endforeach()
+comm_mp_test(NAME mp_shm_peer_reads_off_2 RANKS 2 LABELS mp shm TIMEOUT 60
+  ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMMAND comm-shm-peer-reads --off)
+comm_mp_test(NAME mp_shm_peer_reads_off_forced_2 RANKS 2 LABELS mp shm TIMEOUT 60
+  ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMM_ALGO=allreduce=mem_peer_twoshot COMMAND comm-shm-peer-reads --off)

@@ -41,12 +41,18 @@ struct CallSpec {
   const DirectAlgorithm* algo;
   std::size_t count;
   int root;
+  bool in_place = false;  // all-reduce only: output == input
 };
 
 class Sim {
  public:
   Sim(int n, std::size_t window, std::uint64_t seed) : n_(n), window_(window), rng_(seed) {
     const auto nn = static_cast<std::size_t>(n);
+    ins_.resize(nn);
+    scratch_.assign(nn, std::vector<std::byte>(window, std::byte{0}));
+    outs_.resize(nn);
+    buf_access_.resize(nn * 2);
+    in_place_.resize(nn);
     win_.assign(nn * kSlotsSim, std::vector<std::byte>(window, std::byte{0}));
     flags_.assign(nn * kSlotsSim, 0);
     signals_.resize(nn * kSlotsSim);
@@ -61,23 +67,20 @@ class Sim {
     struct RankState {
       std::size_t call = 0, pc = 0;
       bool guarded = false;
-      std::vector<std::int64_t> in, out;
-      std::vector<DirectProgram> progs;
     };
     std::vector<RankState> st(nn);
     // Build every call's programs for all ranks up front (as each rank's engine would).
     std::vector<std::vector<DirectProgram>> progs(calls.size());
     for (std::size_t c = 0; c < calls.size(); ++c) {
       for (int r = 0; r < n_; ++r) {
-        DirectArgs a{calls[c].algo->collective, r, n_, calls[c].count, 8, calls[c].root, window_};
+        DirectArgs a{calls[c].algo->collective, r, n_, calls[c].count, 8, calls[c].root, window_, true};
         ProgramBuilder b(r, n_);
         calls[c].algo->build(a, b);
         progs[c].push_back(std::move(b).finish());
       }
       analyse(progs[c]);
     }
-    for (int r = 0; r < n_; ++r) start_call(st[static_cast<std::size_t>(r)].in, st[static_cast<std::size_t>(r)].out,
-                                              calls[0], r);
+    for (int r = 0; r < n_; ++r) start_call(calls[0], r);
     std::size_t finished = 0;
     while (finished < nn) {
       std::vector<int> runnable;
@@ -97,16 +100,16 @@ class Sim {
         continue;
       }
       const DirectProgram& p = progs[s.call][static_cast<std::size_t>(r)];
-      if (std::string e = step(p, p.ops[s.pc], r, seq, s.in, s.out); !e.empty()) return e;
+      if (std::string e = step(p, p.ops[s.pc], r, seq); !e.empty()) return e;
       if (++s.pc == p.ops.size()) {
-        if (std::string e = check(calls[s.call], r, s.out, seq); !e.empty()) return e;
+        if (std::string e = check(calls[s.call], r, out_of(r), seq); !e.empty()) return e;
         synced_[static_cast<std::size_t>(r)] = p.synced;
         s.pc = 0;
         s.guarded = false;
         if (++s.call == calls.size())
           ++finished;
         else
-          start_call(s.in, s.out, calls[s.call], r);
+          start_call(calls[s.call], r);
       }
     }
     return {};
@@ -117,17 +120,32 @@ class Sim {
   static std::int64_t value(int r, std::size_t i, std::uint64_t seq) {
     return static_cast<std::int64_t>(seq * 1000003 + static_cast<std::uint64_t>(r) * 7919 + i * 13);
   }
-  void start_call(std::vector<std::int64_t>& in, std::vector<std::int64_t>& out, const CallSpec& c, int r) {
+  // The caller (re)fills its buffers, which stay the same from call to call:
+  // a write of all of them, which must not race with a peer still reading them.
+  void start_call(const CallSpec& c, int r) {
     const std::size_t n = static_cast<std::size_t>(n_);
-    const std::uint64_t seq = ++started_[static_cast<std::size_t>(r)];
+    const auto ru = static_cast<std::size_t>(r);
+    const std::uint64_t seq = ++started_[ru];
+    in_place_[ru].resize(seq + 1, false);
+    in_place_[ru][seq] = c.in_place;
+    std::vector<std::int64_t>& in = ins_[ru];
+    std::vector<std::int64_t>& out = c.in_place ? ins_[ru] : outs_[ru];
     std::size_t in_count = c.count, out_count = c.count;
     const Collective k = c.algo->collective;
     if (k == Collective::reduce_scatter) in_count = c.count * n;
     if (k == Collective::allgather) out_count = c.count * n;
     if (k == Collective::all_to_all) in_count = out_count = c.count * n;
+    if (!c.in_place) out.assign(out_count, -1);
     in.resize(in_count);
     for (std::size_t i = 0; i < in_count; ++i) in[i] = value(r, i, seq);
-    out.assign(out_count, -1);
+    ++clock_[ru][ru];
+    for (int id = 0; id < 2; ++id)
+      buf_access_[ru * 2 + static_cast<std::size_t>(id)].push_back(
+          {r, true, 0, (id ? out.size() : in.size()) * 8, clock_[ru], seq});
+  }
+  std::vector<std::int64_t>& out_of(int r) {
+    const auto ru = static_cast<std::size_t>(r);
+    return in_place_[ru].back() ? ins_[ru] : outs_[ru];
   }
 
   std::string check(const CallSpec& c, int r, const std::vector<std::int64_t>& out, std::uint64_t seq) const {
@@ -186,26 +204,62 @@ class Sim {
       }
   }
 
-  std::byte* address(const DirectRef& ref, int r, std::uint64_t seq, std::vector<std::int64_t>& in,
-                     std::vector<std::int64_t>& out) {
-    switch (ref.space) {
-      case DirectSpace::input: return reinterpret_cast<std::byte*>(in.data()) + ref.offset;
-      case DirectSpace::output: return reinterpret_cast<std::byte*>(out.data()) + ref.offset;
-      case DirectSpace::window: return win_[widx(ref.rank, seq)].data() + ref.offset;
-    }
-    (void)r;
-    return nullptr;
+  // A caller's buffer: its owner and which (0 input, 1 output; in place, both are 0).
+  struct Buffer {
+    int owner;
+    int id;
+  };
+  // In call `seq`: the owner published the addresses of that call's buffers.
+  Buffer buffer_of(const DirectRef& ref, int r, std::uint64_t seq) const {
+    const bool peer = ref.space == DirectSpace::peer_input || ref.space == DirectSpace::peer_output;
+    const int owner = peer ? ref.rank : r;
+    const bool out = ref.space == DirectSpace::output || ref.space == DirectSpace::peer_output;
+    const auto& calls = in_place_[static_cast<std::size_t>(owner)];
+    return {owner, out && !(seq < calls.size() && calls[seq]) ? 1 : 0};
+  }
+  std::vector<std::int64_t>& storage(Buffer b) {
+    return (b.id ? outs_ : ins_)[static_cast<std::size_t>(b.owner)];
   }
 
-  // Records a window access and checks it against every earlier conflicting one.
-  std::string touch(const DirectRef& ref, std::size_t bytes, bool write, int r, std::uint64_t seq,
-                    const std::vector<std::int64_t>& buf, DirectSpace space) {
+  std::byte* address(const DirectRef& ref, int r, std::uint64_t seq) {
+    if (ref.space == DirectSpace::window) return win_[widx(ref.rank, seq)].data() + ref.offset;
+    if (ref.space == DirectSpace::scratch) return scratch_[static_cast<std::size_t>(r)].data() + ref.offset;
+    return reinterpret_cast<std::byte*>(storage(buffer_of(ref, r, seq)).data()) + ref.offset;
+  }
+
+  // Checks an access against every earlier conflicting one of `list` and records it.
+  std::string order(std::vector<Access>& list, const DirectRef& ref, std::size_t bytes, bool write, int r,
+                    std::uint64_t seq, const std::string& what) {
+    const auto& me = clock_[static_cast<std::size_t>(r)];
+    for (const Access& a : list) {
+      if (a.rank == r || (!a.write && !write) || a.hi <= ref.offset || ref.offset + bytes <= a.lo) continue;
+      if (a.clock[static_cast<std::size_t>(a.rank)] > me[static_cast<std::size_t>(a.rank)])
+        return std::string(write ? "write" : "read") + " by rank " + std::to_string(r) + " in call " +
+               std::to_string(seq) + " of " + what + " bytes [" + std::to_string(ref.offset) + ", +" +
+               std::to_string(bytes) + ") races with a " + (a.write ? "write" : "read") + " by rank " +
+               std::to_string(a.rank) + " in call " + std::to_string(a.call);
+    }
+    list.push_back({r, write, ref.offset, ref.offset + bytes, me, seq});
+    return {};
+  }
+
+  // Records an access and checks it against every earlier conflicting one:
+  // windows per slot, the callers' buffers across calls (a peer may read a
+  // buffer only between its owner's filling it and its owner's return).
+  std::string touch(const DirectRef& ref, std::size_t bytes, bool write, int r, std::uint64_t seq) {
+    if (ref.space == DirectSpace::scratch)  // private: only bounds (no scratch larger than a window)
+      return ref.offset + bytes <= window_ ? std::string()
+                                           : "rank " + std::to_string(r) + " overruns its scratch: [" +
+                                                 std::to_string(ref.offset) + ", +" + std::to_string(bytes) + ")";
     if (ref.space != DirectSpace::window) {
-      const std::size_t cap = buf.size() * 8;
-      if (ref.space == space && ref.offset + bytes > cap)
+      const Buffer b = buffer_of(ref, r, seq);
+      const std::size_t cap = storage(b).size() * 8;
+      const std::string what = "rank " + std::to_string(b.owner) + "'s " + (b.id ? "output" : "input");
+      if (ref.offset + bytes > cap)
         return "rank " + std::to_string(r) + " accesses [" + std::to_string(ref.offset) + ", +" +
-               std::to_string(bytes) + ") of a " + std::to_string(cap) + "-byte buffer";
-      return {};
+               std::to_string(bytes) + ") of " + what + " (" + std::to_string(cap) + " B)";
+      return order(buf_access_[static_cast<std::size_t>(b.owner) * 2 + static_cast<std::size_t>(b.id)], ref, bytes,
+                   write, r, seq, what);
     }
     const bool in_line = ref.offset < 64;
     if (ref.offset < kDirectFlagBytes || ref.offset + bytes > window_ ||
@@ -214,23 +268,10 @@ class Sim {
              std::to_string(bytes) + ") outside the data area of a " + std::to_string(window_) + "-byte window";
     if (write && ref.rank != r)
       return "rank " + std::to_string(r) + " writes rank " + std::to_string(ref.rank) + "'s window";
-    const auto& me = clock_[static_cast<std::size_t>(r)];
-    auto& list = access_[widx(ref.rank, seq)];
-    for (const Access& a : list) {
-      if (a.rank == r || (!a.write && !write) || a.hi <= ref.offset || ref.offset + bytes <= a.lo) continue;
-      if (a.clock[static_cast<std::size_t>(a.rank)] > me[static_cast<std::size_t>(a.rank)])
-        return std::string(write ? "write" : "read") + " by rank " + std::to_string(r) + " in call " +
-               std::to_string(seq) + " of window " + std::to_string(ref.rank) + " bytes [" +
-               std::to_string(ref.offset) + ", +" + std::to_string(bytes) + ") races with a " +
-               (a.write ? "write" : "read") + " by rank " + std::to_string(a.rank) + " in call " +
-               std::to_string(a.call);
-    }
-    list.push_back({r, write, ref.offset, ref.offset + bytes, me, seq});
-    return {};
+    return order(access_[widx(ref.rank, seq)], ref, bytes, write, r, seq, "window " + std::to_string(ref.rank));
   }
 
-  std::string step(const DirectProgram& p, const DirectOp& op, int r, std::uint64_t seq, std::vector<std::int64_t>& in,
-                   std::vector<std::int64_t>& out) {
+  std::string step(const DirectProgram& p, const DirectOp& op, int r, std::uint64_t seq) {
     auto& me = clock_[static_cast<std::size_t>(r)];
     ++me[static_cast<std::size_t>(r)];
     if (op.kind == DirectOpKind::signal) {
@@ -246,15 +287,15 @@ class Sim {
     std::vector<std::int64_t> acc(op.bytes / 8, 0);
     for (std::uint32_t s = 0; s < op.num_srcs; ++s) {
       const DirectRef& src = p.srcs[op.first_src + s];
-      if (std::string e = touch(src, op.bytes, false, r, seq, in, DirectSpace::input); !e.empty()) return e;
+      if (std::string e = touch(src, op.bytes, false, r, seq); !e.empty()) return e;
       std::vector<std::int64_t> v(op.bytes / 8);
-      std::memcpy(v.data(), address(src, r, seq, in, out), op.bytes);
+      std::memcpy(v.data(), address(src, r, seq), op.bytes);
       for (std::size_t i = 0; i < v.size(); ++i) acc[i] = s == 0 ? v[i] : acc[i] + v[i];
     }
     for (const DirectRef* dst : {&op.dst, op.has_dst2 ? &op.dst2 : nullptr}) {
       if (!dst) continue;
-      if (std::string e = touch(*dst, op.bytes, true, r, seq, out, DirectSpace::output); !e.empty()) return e;
-      std::memcpy(address(*dst, r, seq, in, out), acc.data(), op.bytes);
+      if (std::string e = touch(*dst, op.bytes, true, r, seq); !e.empty()) return e;
+      std::memcpy(address(*dst, r, seq), acc.data(), op.bytes);
     }
     return {};
   }
@@ -266,6 +307,10 @@ class Sim {
   std::vector<std::uint64_t> flags_;
   std::vector<std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>>> signals_;
   std::vector<std::vector<Access>> access_;
+  std::vector<std::vector<std::int64_t>> ins_, outs_;  // per rank, reused from call to call
+  std::vector<std::vector<std::byte>> scratch_;        // per rank, private
+  std::vector<std::vector<Access>> buf_access_;        // [rank * 2 + (0 input, 1 output)]
+  std::vector<std::vector<bool>> in_place_;            // [rank][call]: that call is in place
   std::vector<std::vector<std::uint64_t>> clock_;
   std::vector<bool> synced_;
   std::vector<std::uint64_t> started_ = std::vector<std::uint64_t>(64, 0);
@@ -296,11 +341,14 @@ TEST_CASE("direct programs: every algorithm, alone and back to back, is correct 
         const int root = n > 1 ? n - 1 : 0;
         DirectArgs args{a->collective, 0, n, count, 8, root, kWindow};
         if (a->eligible && !a->eligible(args)) continue;
-        // The same call three times over (the slots wrap), then mixed with a barrier and a broadcast.
-        std::vector<CallSpec> calls(3, CallSpec{a, count, root});
+        // The same call three times over (the slots wrap), then mixed with a barrier and a broadcast;
+        // all-reduce also in place (output == input), alternating with out of place.
+        const bool ar = a->collective == Collective::allreduce;
+        std::vector<CallSpec> calls{{a, count, root}, {a, count, root, ar}, {a, count, root, ar}};
         calls.push_back({&find(Collective::barrier, "mem_direct"), 0, 0});
         calls.push_back({&find(Collective::broadcast, "mem_direct"), 5, 0});
         calls.push_back({a, count, root});
+        calls.push_back({a, count, root, ar});
         for (std::uint64_t seed = 1; seed <= 3; ++seed) {
           Sim sim(n, kWindow, seed * 7919 + static_cast<std::uint64_t>(n));
           const std::string problem = sim.run(calls);
@@ -411,4 +459,123 @@ TEST_CASE("direct cost model: one flag beats two for tiny data, two-shot wins la
   for (int n : {4, 8}) CHECK(at(two, n, 4 << 20) < at(one, n, 4 << 20));  // n reads of everything vs two passes
   CHECK(at(one, 2, 64 << 20) < 0);  // does not fit the window: ineligible
   CHECK(at(two, 2, 64 << 20) > at(two, 2, 4 << 20));
+}
+
+namespace {
+
+// mem_peer_twoshot's shape without its last wait: a rank may return, and its
+// caller refill its buffers, while a peer still reads its output.
+void build_returns_early(const DirectArgs& a, ProgramBuilder& b) {
+  using B = ProgramBuilder;
+  const auto n = static_cast<std::size_t>(a.nranks), r = static_cast<std::size_t>(a.rank);
+  b.wait_all(b.signal());
+  const std::size_t mine = block_offset(a.count, n, r) * 8, len = block_size(a.count, n, r) * 8;
+  std::vector<DirectRef> srcs;
+  for (std::size_t p = 0; p < n; ++p) {
+    if (p == r) {
+      srcs.push_back(B::input(mine));
+      continue;
+    }
+    srcs.push_back(B::scratch(p * len));
+    b.copy(srcs.back(), B::peer_input(static_cast<int>(p), mine), len);
+  }
+  b.reduce(B::output(mine), srcs, len);
+  b.wait_all(b.signal());
+  for (std::size_t p = 0; p < n; ++p)
+    if (p != r)
+      b.copy(B::output(block_offset(a.count, n, p) * 8),
+             B::peer_output(static_cast<int>(p), block_offset(a.count, n, p) * 8), block_size(a.count, n, p) * 8);
+}
+
+}  // namespace
+
+TEST_CASE("direct programs: reads of peers' buffers are ordered before their owners return") {
+  const DirectAlgorithm broken{"returns_early", Collective::allreduce, build_returns_early, nullptr, ""};
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Sim sim(2, 4096, seed);
+    const std::string problem = sim.run({{&broken, 40, 0}, {&broken, 40, 0, true}, {&broken, 40, 0}});
+    INFO(problem);
+    CHECK(problem.find("races") != std::string::npos);  // the checker sees the hazard whatever the interleaving
+  }
+  for (const char* name : {"mem_peer_twoshot", "mem_peer_oneshot"}) {
+    const auto& peer = find(Collective::allreduce, name);
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+      Sim sim(3, 4096, seed);
+      INFO(name << " seed " << seed);
+      CHECK(sim.run({{&peer, 40, 0}, {&peer, 40, 0, true}, {&peer, 40, 0}, {&peer, 41, 0, true}}) == "");
+    }
+  }
+}
+
+TEST_CASE("direct programs: mem_peer_oneshot holds every peer's input in one window, needs peer reads") {
+  const auto& one = find(Collective::allreduce, "mem_peer_oneshot");
+  const std::size_t window = 64 * 1024, room = window - kDirectPeerDataOffset;
+  // 3 ranks: two peers' inputs of whole cache lines side by side.
+  CHECK(one.eligible({Collective::allreduce, 0, 3, room / 2 / 4, 4, 0, window, true}));
+  CHECK_FALSE(one.eligible({Collective::allreduce, 0, 3, room / 2 / 4 + 16, 4, 0, window, true}));
+  CHECK_FALSE(one.eligible({Collective::allreduce, 0, 3, 100, 4, 0, window, false}));
+  std::vector<DirectProgram> v;
+  for (int r = 0; r < 3; ++r) {
+    ProgramBuilder b(r, 3);
+    one.build({Collective::allreduce, r, 3, 1000, 4, 0, window, true}, b);
+    v.push_back(std::move(b).finish());
+  }
+  analyse(v);
+  CHECK(v[0].reads_peers);
+  CHECK(v[0].steps == 2);
+  CHECK(v[0].synced);
+  CHECK(v[0].ops.back().kind == DirectOpKind::reduce);  // nothing after the fold: no trailing wait
+}
+
+TEST_CASE("direct programs: mem_peer_twoshot needs peer reads, keeps the address line, chunks its scratch") {
+  const auto& peer = find(Collective::allreduce, "mem_peer_twoshot");
+  DirectArgs a{Collective::allreduce, 0, 4, 1 << 20, 4, 0, 64 * 1024, false};
+  CHECK_FALSE(peer.eligible(a));  // no peer reads: not eligible
+  a.peer_reads = true;
+  CHECK(peer.eligible(a));
+  a.nranks = 1;
+  a.peer_reads = false;
+  CHECK(peer.eligible(a));  // one rank reads nobody
+  std::vector<DirectProgram> v;
+  for (int r = 0; r < 4; ++r) {
+    ProgramBuilder b(r, 4);
+    peer.build({Collective::allreduce, r, 4, 1 << 20, 4, 0, 64 * 1024, true}, b);
+    v.push_back(std::move(b).finish());
+  }
+  analyse(v);
+  std::size_t peer_copies = 0;
+  for (const DirectOp& op : v[1].ops) {
+    const DirectSpace s = v[1].srcs[op.first_src].space;
+    if (op.kind == DirectOpKind::copy && (s == DirectSpace::peer_input || s == DirectSpace::peer_output))
+      ++peer_copies;
+  }
+  CHECK(v[1].reads_peers);
+  CHECK(v[1].synced);
+  CHECK(v[1].steps == 3);
+  CHECK(v[1].window_bytes == 0);  // peers' data lands in private scratch, not in the window
+  CHECK(v[1].scratch_bytes > 0);
+  CHECK(v[1].scratch_bytes <= 64 * 1024);
+  // 1 MiB of block 1 (1 MiB of 4 MiB) through 64 KiB windows: 3 peers x 17+ chunks, then 3 gathers.
+  CHECK(peer_copies >= 3 * 17 + 3);
+  // A program that reads peers must leave their addresses' line alone.
+  ProgramBuilder bad(0, 2);
+  bad.copy(ProgramBuilder::window(0, 64), ProgramBuilder::peer_input(1, 0), 8);
+  CHECK_THROWS_AS(std::move(bad).finish(), comm::Error);
+  ProgramBuilder own(0, 2);
+  CHECK_THROWS_AS(own.copy(ProgramBuilder::output(0), ProgramBuilder::peer_input(0, 0), 8), comm::Error);
+}
+
+TEST_CASE("direct cost model: a peer read costs its fixed time and rate") {
+  ComputeParams compute;
+  DirectCosts costs;
+  const auto& peer = find(Collective::allreduce, "mem_peer_twoshot");
+  const DirectArgs a{Collective::allreduce, 0, 2, (256 << 10) / 4, 4, 0, 2 << 20, true};
+  const double base = predict_direct_us(peer, a, costs, compute);
+  CHECK(base > 0);
+  DirectCosts slow = costs;
+  slow.peer_read_us += 10.0;  // two reads per rank on 2 ranks (one per shot): 20 us more
+  CHECK(predict_direct_us(peer, a, slow, compute) == doctest::Approx(base + 20.0).epsilon(0.01));
+  DirectArgs none = a;
+  none.peer_reads = false;
+  CHECK(predict_direct_us(peer, none, costs, compute) < 0);
 }

@@ -106,6 +106,9 @@ struct Call {
       case DirectSpace::input: return const_cast<std::byte*>(p.input) + r.offset;
       case DirectSpace::output: return p.output + r.offset;
       case DirectSpace::window: return window(r.rank) + r.offset;
+      case DirectSpace::peer_input:   // never lowered (device_program.cpp refuses programs that read peers)
+      case DirectSpace::peer_output:
+      case DirectSpace::scratch: break;
     }
     return nullptr;
   }

@@ -2,6 +2,8 @@
 
 #include "device_program.hpp"
 
+#include <comm/error.hpp>
+
 #include <algorithm>
 
 namespace comm::cuda_ipc {
@@ -55,6 +57,10 @@ struct Hazards {
 }  // namespace
 
 DeviceProgram lower(const DirectProgram& program) {
+  // The CUDA memory offers no PeerReads (DirectMemory::peer_reads), so no eligible program reads peer buffers.
+  if (program.reads_peers || program.scratch_bytes > 0)
+    throw Error(ErrorCode::internal,
+                "cuda_ipc: a direct-memory program that reads peers' buffers or uses private scratch cannot be lowered");
   DeviceProgram out;
   out.steps = program.steps;
   out.synced = program.synced;

@@ -64,6 +64,8 @@ class P2p {
   /// Probes cross-memory reads from every peer (after all ranks attached).
   void probe_peers();
   bool cma(int peer) const { return peers_[static_cast<std::size_t>(peer)].cma; }
+  /// The peer's pid as this process may name it (valid once probe_peers() ran).
+  int pid(int peer) const { return peers_[static_cast<std::size_t>(peer)].pid; }
   std::size_t eager_limit() const noexcept { return eager_max_; }
 
   void isend(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Completion& c);

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sched.h>
+#include <sys/uio.h>
 
 namespace comm {
 namespace shm {
@@ -42,6 +45,12 @@ int usable_cpus() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+std::string to_hex(std::uintptr_t v) {
+  char buf[2 * sizeof v + 1];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, 16);
+  return ec == std::errc{} ? std::string(buf, end) : std::string("?");
 }
 
 std::string join(const std::vector<int>& ranks) {
@@ -91,11 +100,53 @@ ShmTransport::ShmTransport(const TransportInit& init, const Settings& settings)
   for (int r = 0; r < size_; ++r) keys.push_back("shm/probe/" + std::to_string(r));
   init.store->wait(keys, timeout);
   p2p_->probe_peers();
+  agree_on_peer_reads(*init.store, settings.cma, timeout);
   COMM_INFO("shm: rank " << rank_ << " of " << size_ << " on segment " << segment_.name() << " ("
                          << layout.total << " B, windows of " << layout.window_bytes << " B, rings of "
                          << layout.ring_bytes << " B" << (size_ > 1 && p2p_->cma((rank_ + 1) % size_)
                                                               ? ", cross-memory reads on"
                                                               : "") << ")");
+}
+
+// Direct-memory algorithms that read peers' buffers must be eligible on every
+// rank or on none, so the ranks pool what their probes found.
+void ShmTransport::agree_on_peer_reads(Store& store, bool allowed, std::chrono::milliseconds timeout) {
+  bool mine = allowed;
+  for (int p = 0; p < size_; ++p) mine = mine && (p == rank_ || p2p_->cma(p));
+  store.set("shm/reads/" + std::to_string(rank_), mine ? "1" : "0");
+  bool all = mine;
+  for (int p = 0; p < size_ && all; ++p) all = p == rank_ || store.get("shm/reads/" + std::to_string(p), timeout) == "1";
+  if (all) return;
+  no_peer_reads_ = !allowed ? "shm.cma / COMM_SHM_CMA=0 forbids cross-memory reads"
+                   : !mine  ? "process_vm_readv to a peer is not permitted here (ptrace restrictions such as "
+                              "/proc/sys/kernel/yama/ptrace_scope, or ranks of different users)"
+                            : "another rank may not process_vm_readv every peer (cross-memory reads off there, "
+                              "ptrace restrictions, or ranks of different users)";
+}
+
+void ShmTransport::read(int rank, const void* remote, void* local, std::size_t bytes) {
+  auto* to = static_cast<std::byte*>(local);
+  auto from = reinterpret_cast<std::uintptr_t>(remote);
+  while (bytes > 0) {
+    iovec l{to, bytes};
+    iovec r{reinterpret_cast<void*>(from), bytes};
+    const ssize_t got = ::process_vm_readv(p2p_->pid(rank), &l, 1, &r, 1, 0);
+    if (got > 0) {
+      to += got;
+      from += static_cast<std::uintptr_t>(got);
+      bytes -= static_cast<std::size_t>(got);
+      continue;
+    }
+    const int err = got < 0 ? errno : EFAULT;
+    if (err == EINTR) continue;
+    if (err == ESRCH || !segment_.alive(rank))
+      throw Error(ErrorCode::peer_failed, "shm: rank " + std::to_string(rank) + " " + segment_.why_gone(rank) +
+                                              " while rank " + std::to_string(rank_) + " read its buffer");
+    throw Error(ErrorCode::transport_failure,
+                "shm: rank " + std::to_string(rank_) + " could not read " + std::to_string(bytes) + " B of rank " +
+                    std::to_string(rank) + "'s buffer at 0x" + to_hex(from) + ": " + std::strerror(err) +
+                    (err == EFAULT ? " (the buffer is not mapped there: freed while in use?)" : ""));
+  }
 }
 
 ShmTransport::~ShmTransport() {
@@ -148,6 +199,11 @@ DirectMemoryInfo ShmTransport::info() const noexcept {
   i.read_gbps = 12.0;
   i.copy_gbps = 20.0;
   i.reduce_gbps = 16.0;
+  // process_vm_readv between two processes of the VM: 1.8 us for 4 KiB, 6.1 us
+  // for 64 KiB, 39.5 us for 512 KiB (medians of 200).
+  i.peer_read_us = 1.5;
+  i.peer_read_gbps = 13.0;
+  i.no_peer_reads = no_peer_reads_ ? no_peer_reads_ : "";
   return i;
 }
 

@@ -50,7 +50,7 @@ int group_cpus(const PeerTable& peers);
 /// The link every pair of shm ranks has (alpha of the rings, beta of a copy).
 LinkInfo shm_link(bool self, std::size_t eager_limit, bool cma);
 
-class ShmTransport final : public TransportBase, public DirectMemory {
+class ShmTransport final : public TransportBase, public DirectMemory, public PeerReads {
  public:
   ShmTransport(const TransportInit& init, const Settings& settings);
   ~ShmTransport() override;
@@ -66,6 +66,11 @@ class ShmTransport final : public TransportBase, public DirectMemory {
   void signal(unsigned slot, std::uint64_t value, void* stream) noexcept override;
   void wait(unsigned slot, std::span<const FlagWait> waits, std::chrono::steady_clock::time_point deadline,
             void* stream) override;
+  /// Offered when every rank may process_vm_readv every other (agreed at creation).
+  PeerReads* peer_reads() noexcept override { return no_peer_reads_ ? nullptr : this; }
+
+  // PeerReads: process_vm_readv, repeated over partial reads.
+  void read(int rank, const void* remote, void* local, std::size_t bytes) override;
 
   const Segment& segment() const noexcept { return segment_; }
 
@@ -76,10 +81,12 @@ class ShmTransport final : public TransportBase, public DirectMemory {
   }
   [[noreturn]] void fail_direct_wait(unsigned slot, std::span<const FlagWait> waits) const;
   void check_direct_peers(unsigned slot, std::span<const FlagWait> waits);
+  void agree_on_peer_reads(Store& store, bool allowed, std::chrono::milliseconds timeout);
 
   Segment segment_;
   std::unique_ptr<Sync> sync_;
   std::unique_ptr<P2p> p2p_;
+  const char* no_peer_reads_ = nullptr;  // why peer_reads() is null; nullptr: offered
 };
 
 }  // namespace shm

@@ -92,6 +92,27 @@ void reduce_tiled(std::byte* dst, std::byte* dst2, const std::byte* const* srcs,
   }
 }
 
+// For a program that reads peers' buffers: where this rank's are, published
+// before the first signal with the call words (see comm/direct.hpp).
+void publish_buffers(const DirectProgram& program, const HostCall& call) {
+  if (!program.reads_peers) return;
+  if (!call.peer_reads)
+    throw Error(ErrorCode::internal, "direct-memory program reads peers' buffers, but the memory offers no peer reads");
+  std::byte* mine = call.windows[call.rank];
+  store_word(mine + kDirectPeerInputOffset, reinterpret_cast<std::uintptr_t>(call.input));
+  store_word(mine + kDirectPeerOutputOffset, reinterpret_cast<std::uintptr_t>(call.output));
+}
+
+// Copies out of a peer's buffer at the address that peer published (the
+// program reads it only after that peer's first signal, its call words checked).
+void copy_from_peer(std::byte* const* win, const HostCall& call, std::byte* dst, const DirectRef& src,
+                    std::size_t bytes) {
+  const std::size_t at = src.space == DirectSpace::peer_input ? kDirectPeerInputOffset : kDirectPeerOutputOffset;
+  const std::uint64_t base = load_word(win[src.rank] + at);
+  call.peer_reads->read(src.rank, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base + src.offset)), dst,
+                        bytes);
+}
+
 }  // namespace
 
 std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
@@ -129,10 +150,14 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
       case DirectSpace::input: return const_cast<std::byte*>(call.input) + r.offset;
       case DirectSpace::output: return call.output + r.offset;
       case DirectSpace::window: return win[r.rank] + r.offset;
+      case DirectSpace::scratch: return call.scratch + r.offset;
+      case DirectSpace::peer_input:
+      case DirectSpace::peer_output: break;  // another process's address: copy_from_peer
     }
     return nullptr;
   };
   publish_call(call);
+  publish_buffers(program, call);
   bool checked = false;
   bool announced = !call.after_first_signal;
   const auto announce = [&] {
@@ -149,8 +174,11 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
     switch (op.kind) {
       case DirectOpKind::copy: {
         std::byte* dst = address(op.dst);
-        const std::byte* src = address(program.srcs[op.first_src]);
-        if (dst != src) std::memcpy(dst, src, op.bytes);
+        const DirectRef& from = program.srcs[op.first_src];
+        if (from.space == DirectSpace::peer_input || from.space == DirectSpace::peer_output)
+          copy_from_peer(win, call, dst, from, op.bytes);
+        else if (const std::byte* src = address(from); dst != src)
+          std::memcpy(dst, src, op.bytes);
         break;
       }
       case DirectOpKind::reduce: {

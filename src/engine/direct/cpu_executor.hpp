@@ -1,6 +1,7 @@
 #pragma once
 // Runs one rank's direct-memory program on the calling thread over host
-// windows (DirectMemory with MemoryKind::host): copies with memcpy,
+// windows (DirectMemory with MemoryKind::host): copies with memcpy (from a
+// peer's own buffer through HostCall::peer_reads),
 // reductions with the engine's kernels in the program's source order, signals
 // and waits through DirectMemory. Blocks until the program is done; throws
 // what DirectMemory::wait throws (peer died, timeout naming who is behind,
@@ -38,6 +39,10 @@ struct HostCall {
   // Every rank's window of `slot`, as mapped here (DirectMemory::window), by rank.
   std::byte* const* windows = nullptr;
   // Room for the flags of one batch of consecutive waits (at least one per peer).
+  // Reads of the peers' buffers, for a program with DirectProgram::reads_peers (else unused).
+  PeerReads* peer_reads = nullptr;
+  // This rank's private scratch, at least DirectProgram::scratch_bytes.
+  std::byte* scratch = nullptr;
   FlagWait* wait_buffer = nullptr;
   std::size_t wait_capacity = 0;
   std::chrono::steady_clock::time_point deadline{};

@@ -38,6 +38,7 @@ struct DirectArgs {
   std::size_t elem_size = 4;
   int root = 0;
   std::size_t window_bytes = 0;  // one window slot, flag word included
+  bool peer_reads = false;       // DirectMemory::peer_reads() is offered (DirectSpace::peer_input/peer_output)
 };
 
 struct DirectAlgorithm {
@@ -47,6 +48,7 @@ struct DirectAlgorithm {
   // nullptr: eligible whenever the chunk layout fits (see chunk_layout); else e.g. "fits one window".
   bool (*eligible)(const DirectArgs& args);
   std::string_view summary;
+  bool reads_peers = false;  // its programs read peers' buffers: runs only where DirectArgs::peer_reads
 };
 
 std::span<const DirectAlgorithm> all_direct_algorithms();
@@ -105,8 +107,12 @@ class ProgramBuilder {
   static DirectRef input(std::size_t offset) { return {DirectSpace::input, -1, offset}; }
   static DirectRef output(std::size_t offset) { return {DirectSpace::output, -1, offset}; }
   static DirectRef window(int owner, std::size_t offset) { return {DirectSpace::window, owner, offset}; }
+  static DirectRef peer_input(int owner, std::size_t offset) { return {DirectSpace::peer_input, owner, offset}; }
+  static DirectRef peer_output(int owner, std::size_t offset) { return {DirectSpace::peer_output, owner, offset}; }
+  static DirectRef scratch(std::size_t offset) { return {DirectSpace::scratch, -1, offset}; }
 
-  // Zero-byte copies and reductions are dropped.
+  // Zero-byte copies and reductions are dropped. A peer_input/peer_output
+  // source (another rank's buffer) is for copies only, into this rank's memory.
   void copy(DirectRef dst, DirectRef src, std::size_t bytes);
   void reduce(DirectRef dst, std::span<const DirectRef> srcs, std::size_t bytes, const DirectRef* dst2 = nullptr);
   // Issues the next signal; returns its step.
@@ -118,6 +124,8 @@ class ProgramBuilder {
 
  private:
   void note_write(const DirectRef& r, std::size_t bytes);
+  void check_ref(const DirectRef& r, bool as_copy_source) const;
+  std::size_t lowest_window_write_ = static_cast<std::size_t>(-1);
   int rank_;
   int nranks_;
   DirectProgram p_;

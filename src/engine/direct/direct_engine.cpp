@@ -11,7 +11,7 @@ namespace comm::direct {
 
 DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank, int size)
     : transport_(transport),
-      memory_(memory), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
+      memory_(memory), peer_reads_(memory.peer_reads()), info_(memory.info()), costs_(direct_costs(info_)), rank_(rank), size_(size) {
   for (int p = 0; p < size_; ++p)
     if (p != rank_) guard_.push_back({p, 0});
   wait_buffer_.resize(static_cast<std::size_t>(std::max(1, size_ - 1)));
@@ -36,6 +36,7 @@ DirectArgs DirectEngine::args(const DirectAlgorithm& a, std::size_t count, std::
   d.elem_size = elem_size;
   d.root = root;
   d.window_bytes = info_.window_bytes;
+  d.peer_reads = peer_reads_ != nullptr;
   return d;
 }
 
@@ -54,6 +55,13 @@ std::vector<std::string> DirectEngine::algorithms(Collective c) const {
   for (const DirectAlgorithm& a : all_direct_algorithms())
     if (a.collective == c) names.emplace_back(a.name);
   return names;
+}
+
+std::string DirectEngine::unavailable(Collective c, std::string_view name) const {
+  const DirectAlgorithm* a = find_direct_algorithm(c, name);
+  if (!a || !a->reads_peers || peer_reads_) return {};
+  return "reads the other ranks' buffers, but transport '" + std::string(transport_.name()) +
+         "' cannot read every rank's memory here: " + info_.no_peer_reads + " (pick another algorithm)";
 }
 
 double DirectEngine::predict_us(Collective c, std::string_view name, std::size_t bytes,
@@ -91,6 +99,7 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
     auto p = std::make_unique<Plan>();
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
     p->one_shot = one_shot_shape(p->program, rank_, size_);
+    if (p->program.scratch_bytes > scratch_.size()) scratch_.resize(p->program.scratch_bytes);
     it = plans_.emplace(key, std::move(p)).first;
   }
   recent_[recent_next_++ % recent_.size()] = {key, it->second.get()};
@@ -111,12 +120,16 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
     last.name = algorithm;
     return;
   }
-  if (!eligible(*a, call.count, esize, call.root))
+  if (!eligible(*a, call.count, esize, call.root)) {
+    if (std::string why = unavailable(a->collective, a->name); !why.empty())
+      throw Error(ErrorCode::unsupported,
+                  std::string(to_string(a->collective)) + ": algorithm '" + std::string(a->name) + "' " + why);
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +
                                             std::string(a->name) + "' does not fit " +
                                             std::to_string(call.count * esize) + " B per rank in windows of " +
                                             std::to_string(info_.window_bytes) +
                                             " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
+  }
   last = Checked{a, algorithm, call.count, esize, call.root, nullptr};
 }
 
@@ -163,6 +176,8 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   slot_ = slot_ + 1 == info_.slots ? 0 : slot_ + 1;  // seq_ % slots, without a division per call
   h.slot = slot_;
   h.windows = windows_[h.slot].data();
+  h.peer_reads = peer_reads_;
+  h.scratch = scratch_.data();
   h.wait_buffer = wait_buffer_.data();
   h.wait_capacity = wait_buffer_.size();
   if (!last_synced_ && h.seq > 1) {

@@ -57,6 +57,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::vector<std::string> algorithms(Collective c) const override;
   double predict_us(Collective c, std::string_view name, std::size_t bytes,
                     const ComputeParams& compute) const override;
+  std::string unavailable(Collective c, std::string_view name) const override;
 
   DirectMemory& memory() noexcept { return memory_; }
   const DirectCosts& costs() const noexcept { return costs_; }
@@ -83,6 +84,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
 
   Transport& transport_;
   DirectMemory& memory_;
+  PeerReads* peer_reads_;  // memory_.peer_reads(): null when not offered
   DirectMemoryInfo info_;
   DirectCosts costs_;
   int rank_;
@@ -94,6 +96,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::array<std::pair<Key, const Plan*>, 4> recent_{};
   std::size_t recent_next_ = 0;
   std::vector<std::byte> input_copy_;
+  std::vector<std::byte> scratch_;  // DirectSpace::scratch: as large as the largest plan's
   std::vector<std::vector<std::byte*>> windows_;  // [slot][rank]: fixed for the engine's life
   // Per collective, the last call check() passed, for start() (the same
   // call, right after) and for the calls that repeat it: a decode loop that

@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 
+bool is_peer(const DirectRef& r) { return r.space == DirectSpace::peer_input || r.space == DirectSpace::peer_output; }
+
 }  // namespace
 
 ChunkLayout chunk_layout(std::size_t count, std::size_t pieces, std::size_t elem_size, std::size_t window_bytes,
@@ -59,7 +61,25 @@ std::uint32_t publish_blocks(ProgramBuilder& b, const DirectArgs& a, const Chunk
 }
 
 void ProgramBuilder::note_write(const DirectRef& r, std::size_t bytes) {
-  if (r.space == DirectSpace::window) p_.window_bytes = std::max(p_.window_bytes, r.offset + bytes);
+  check_ref(r, false);
+  if (r.space == DirectSpace::window) {
+    p_.window_bytes = std::max(p_.window_bytes, r.offset + bytes);
+    lowest_window_write_ = std::min(lowest_window_write_, r.offset);
+  }
+  if (r.space == DirectSpace::scratch) p_.scratch_bytes = std::max(p_.scratch_bytes, r.offset + bytes);
+}
+
+// A program writes only its own memory, and reads a peer's buffer only as a
+// copy's source (its own buffers are `input`/`output`).
+void ProgramBuilder::check_ref(const DirectRef& r, bool as_copy_source) const {
+  const bool bad_write = !as_copy_source && (r.space == DirectSpace::window ? r.rank != rank_ : is_peer(r));
+  if (bad_write)
+    throw Error(ErrorCode::internal, "direct-memory program of rank " + std::to_string(rank_) + " writes rank " +
+                                         std::to_string(r.rank) + "'s memory");
+  if (as_copy_source && is_peer(r) && (r.rank == rank_ || r.rank < 0 || r.rank >= nranks_))
+    throw Error(ErrorCode::internal, "direct-memory program of rank " + std::to_string(rank_) +
+                                         " copies from the buffer of rank " + std::to_string(r.rank) +
+                                         ", which is not one of its peers");
 }
 
 void ProgramBuilder::copy(DirectRef dst, DirectRef src, std::size_t bytes) {
@@ -70,6 +90,8 @@ void ProgramBuilder::copy(DirectRef dst, DirectRef src, std::size_t bytes) {
   op.dst = dst;
   op.first_src = static_cast<std::uint32_t>(p_.srcs.size());
   op.num_srcs = 1;
+  check_ref(src, true);
+  if (is_peer(src)) p_.reads_peers = true;
   p_.srcs.push_back(src);
   note_write(dst, bytes);
   p_.ops.push_back(op);
@@ -88,6 +110,10 @@ void ProgramBuilder::reduce(DirectRef dst, std::span<const DirectRef> srcs, std:
   op.dst = dst;
   op.first_src = static_cast<std::uint32_t>(p_.srcs.size());
   op.num_srcs = static_cast<std::uint32_t>(srcs.size());
+  for (const DirectRef& src : srcs)
+    if (is_peer(src))
+      throw Error(ErrorCode::internal, "direct-memory program of rank " + std::to_string(rank_) +
+                                           " reduces straight from a peer's buffer (only copies read those)");
   p_.srcs.insert(p_.srcs.end(), srcs.begin(), srcs.end());
   if (dst2) {
     op.has_dst2 = true;
@@ -121,6 +147,11 @@ void ProgramBuilder::wait_all(std::uint32_t step) {
 
 DirectProgram ProgramBuilder::finish() && {
   if (p_.steps == 0) signal();  // every rank signals in every call (see comm/direct.hpp "Slots")
+  if (p_.reads_peers && lowest_window_write_ < kDirectPeerDataOffset)
+    throw Error(ErrorCode::internal, "direct-memory program of rank " + std::to_string(rank_) +
+                                         " reads peers' buffers but writes window bytes from " +
+                                         std::to_string(lowest_window_write_) + ", below kDirectPeerDataOffset (" +
+                                         std::to_string(kDirectPeerDataOffset) + ", where the addresses live)");
   return std::move(p_);
 }
 
