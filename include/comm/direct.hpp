@@ -80,6 +80,11 @@ enum class DirectSpace : std::uint8_t {
   scratch,
 };
 
+/// Whether `s` is another rank's own buffer (read through DirectMemory::peer_reads()).
+constexpr bool is_peer_buffer(DirectSpace s) noexcept {
+  return s == DirectSpace::peer_input || s == DirectSpace::peer_output;
+}
+
 /// A byte position in one of the spaces.
 struct DirectRef {
   DirectSpace space = DirectSpace::input;

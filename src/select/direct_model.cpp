@@ -49,8 +49,7 @@ double op_cost(const DirectProgram& p, const DirectOp& op, int rank, const Rates
     if (src.space == DirectSpace::window && src.rank != rank) remote += static_cast<double>(op.bytes);
   }
   const auto bytes = static_cast<double>(op.bytes);
-  const DirectSpace first = p.srcs[op.first_src].space;
-  if (op.kind == DirectOpKind::copy && (first == DirectSpace::peer_input || first == DirectSpace::peer_output))
+  if (op.kind == DirectOpKind::copy && is_peer_buffer(p.srcs[op.first_src].space))
     return c.step_us + c.peer_read_us + us(bytes, r.peer);
   if (op.kind == DirectOpKind::copy) return c.step_us + (remote > 0 ? us(bytes, r.read) : us(bytes, r.copy));
   // The memory's reduce rate is what a fold of other ranks' windows achieves (it

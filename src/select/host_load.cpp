@@ -117,7 +117,8 @@ OthersLoad others_load_since(const HostLoadSample& before, Store& store, int ran
                              std::chrono::milliseconds timeout) {
   const HostLoadSample now = sample_host_load();
   const std::vector<int> mine = allowed_cpus();
-  std::string usage = detail::boot_id() + " " + std::to_string(::getpid()) + " " +
+  const std::string boot = detail::boot_id();
+  std::string usage = boot + " " + std::to_string(::getpid()) + " " +
                       util::shortest(now.process_cpu_s - before.process_cpu_s) + " ";
   for (std::size_t i = 0; i < mine.size(); ++i) usage += (i ? "," : "") + std::to_string(mine[i]);
   store.set("tuning/usage/" + std::to_string(rank), usage);
@@ -126,7 +127,6 @@ OthersLoad others_load_since(const HostLoadSample& before, Store& store, int ran
   std::set<int> cpus;
   std::map<long, double> process_s;  // thread ranks of one process report the same process
   int lowest = rank;
-  const std::string boot = detail::boot_id();
   for (int r = 0; r < size; ++r) {
     const RankUsage u = parse_usage(r == rank ? usage : store.get("tuning/usage/" + std::to_string(r), timeout));
     if (u.boot != boot) continue;

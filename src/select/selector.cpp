@@ -355,10 +355,12 @@ std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes)
     cc.deterministic = deterministic(c, name);
     if (deterministic_ && !deterministic(c, name))
       cc.note = "excluded by deterministic mode (reduction order not fixed)";
-    else if (cc.predicted_us < 0)
-      cc.note = is_native(c, name)        ? "not measured (calibration off or not timed): used only when named"
-                : !why_not(c, name).empty() ? "not eligible: " + why_not(c, name)
-                                            : "not eligible for this group size";
+    else if (cc.predicted_us < 0 && is_native(c, name))
+      cc.note = "not measured (calibration off or not timed): used only when named";
+    else if (cc.predicted_us < 0) {
+      const std::string why = why_not(c, name);
+      cc.note = why.empty() ? "not eligible for this group size" : "not eligible: " + why;
+    }
     else if (cc.chosen)
       cc.note = std::string("chosen by ") + source;
     out.push_back(std::move(cc));

@@ -175,7 +175,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
       case DirectOpKind::copy: {
         std::byte* dst = address(op.dst);
         const DirectRef& from = program.srcs[op.first_src];
-        if (from.space == DirectSpace::peer_input || from.space == DirectSpace::peer_output)
+        if (is_peer_buffer(from.space))
           copy_from_peer(win, call, dst, from, op.bytes);
         else if (const std::byte* src = address(from); dst != src)
           std::memcpy(dst, src, op.bytes);

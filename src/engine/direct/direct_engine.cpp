@@ -59,7 +59,11 @@ std::vector<std::string> DirectEngine::algorithms(Collective c) const {
 
 std::string DirectEngine::unavailable(Collective c, std::string_view name) const {
   const DirectAlgorithm* a = find_direct_algorithm(c, name);
-  if (!a || !a->reads_peers || peer_reads_) return {};
+  return a ? unavailable(*a) : std::string();
+}
+
+std::string DirectEngine::unavailable(const DirectAlgorithm& a) const {
+  if (!a.reads_peers || peer_reads_) return {};
   return "reads the other ranks' buffers, but transport '" + std::string(transport_.name()) +
          "' cannot read every rank's memory here: " + info_.no_peer_reads + " (pick another algorithm)";
 }
@@ -121,7 +125,7 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
     return;
   }
   if (!eligible(*a, call.count, esize, call.root)) {
-    if (std::string why = unavailable(a->collective, a->name); !why.empty())
+    if (std::string why = unavailable(*a); !why.empty())
       throw Error(ErrorCode::unsupported,
                   std::string(to_string(a->collective)) + ": algorithm '" + std::string(a->name) + "' " + why);
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +

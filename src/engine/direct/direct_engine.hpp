@@ -58,6 +58,8 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   double predict_us(Collective c, std::string_view name, std::size_t bytes,
                     const ComputeParams& compute) const override;
   std::string unavailable(Collective c, std::string_view name) const override;
+  // Why `a` cannot run at any size here ("" if it can).
+  std::string unavailable(const DirectAlgorithm& a) const;
 
   DirectMemory& memory() noexcept { return memory_; }
   const DirectCosts& costs() const noexcept { return costs_; }

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 
-bool is_peer(const DirectRef& r) { return r.space == DirectSpace::peer_input || r.space == DirectSpace::peer_output; }
+bool is_peer(const DirectRef& r) { return is_peer_buffer(r.space); }
 
 }  // namespace
 
