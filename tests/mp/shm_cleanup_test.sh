@@ -43,7 +43,8 @@ check_gone "$victim" "under commrun"
 echo "commrun: the files of killed rank 1 (pid $victim) are gone"
 
 # 2. Started by hand: only the survivors' transports can clean up.
-export WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(( 20000 + $$ % 20000 )) COMM_LOG=info
+# The port lies below commrun's store-port range (see startup_torchrun.sh).
+export WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(( 10000 + $$ % 6000 )) COMM_LOG=info
 log=$(mktemp)
 RANK=0 "$TARGET" --victim 1 --seconds 20 >"$log.0" 2>&1 &
 p0=$!
