@@ -6,6 +6,7 @@
 // collectives that only move data), in place and out of place.
 // References are computed here, in double, from the same generator.
 
+#include "sweep_sizes.hpp"
 #include "local_group.hpp"
 
 #include "algorithms/algorithm.hpp"
@@ -365,12 +366,7 @@ void sweep(Collective coll, const std::vector<int>& sizes) {
   CHECK(algorithms > 0);
 }
 
-// COMM_TEST_QUICK_SWEEP=1 (tools/sanitize.sh): one and two ranks, odd and
-// even, powers of two and not — the paths the full list takes — where every
-// thread runs 5-15x slower; the plain build runs the full list.
-const std::vector<int> kWorldSizes = std::getenv("COMM_TEST_QUICK_SWEEP")
-                                         ? std::vector<int>{1, 2, 3, 4, 7, 8}
-                                         : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16};
+const std::vector<int>& kWorldSizes = test::sweep_world_sizes();
 
 }  // namespace
 

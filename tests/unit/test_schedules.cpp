@@ -7,6 +7,7 @@
 // touch the same element when one of them writes it (which would be a data
 // race in the executor, e.g. overwriting an in-place input still being sent).
 
+#include "sweep_sizes.hpp"
 #include "algorithms/algorithm.hpp"
 
 #include <comm/schedule.hpp>
@@ -479,7 +480,7 @@ std::string run_case(const Case& c, Op op, Data kind, bool races) {
   return "";
 }
 
-const std::vector<int> kWorldSizes{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16};
+const std::vector<int>& kWorldSizes = test::sweep_world_sizes();
 
 std::vector<std::size_t> counts_for(int n) {
   std::set<std::size_t> s{0, 1, 7, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n + 1), 1001};
