@@ -1,0 +1,93 @@
+#include "select/timing_plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <limits>
+
+namespace comm {
+namespace {
+
+// The last size is past the caches (data streams from memory, where the
+// model's large-data rates are least sure): only the algorithms close to the
+// best there by what they measured at the size before are timed, at most
+// kMaxContenders, and only where one round of them fits kLastRoundBudgetUs.
+constexpr double kContenderWithin = 1.5;
+constexpr std::size_t kMaxContenders = 4;
+// The largest size is timed where one round of its contenders takes at most
+// this long: on 2 x 2 emulated hosts over TCP a round of four takes about
+// 90 ms, and without it auto picked 1.14-1.35x the best at 16 MiB, where the
+// bare model's from-memory rates mislead most.
+constexpr double kLastRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
+// An algorithm the model puts this many times behind the fastest is not timed
+// at that size (it will not be chosen there): creation stays short. Where one
+// round of every candidate would exceed the size's budget, only those within
+// kHopelessWhenSlow of the fastest are timed.
+constexpr double kHopeless = 4.0;
+constexpr double kHopelessWhenSlow = 2.0;
+
+}  // namespace
+
+// `so_far`: the times measured at the smaller sizes. An algorithm's estimate
+// is its model scaled by what it measured at the size before, where it was
+// timed there (for the last size only those count). It is worth timing when
+// its estimate, its bare model or its time before grown in proportion to the
+// size puts it close enough to the best estimate, or (below the last size)
+// its bare model is close enough to the best bare model: each alone has
+// misled. On 2 x 2 emulated hosts the bare model put hierarchical_rail 2x too
+// fast at 1 MiB and so called ring, which measured as fast, hopeless there; at
+// 8 MiB the model's from-memory rates put hierarchical_rail fourth, and it was
+// the fastest from 1 MiB on, its time growing in proportion to the size.
+TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
+                              const NativeProfile& so_far) {
+  const auto rung = std::find(std::begin(kTimingLadder), std::end(kTimingLadder), bytes);
+  const bool last = rung == std::end(kTimingLadder) - 1;
+  const std::size_t before = rung == std::begin(kTimingLadder) ? 0 : *(rung - 1);
+  double best = std::numeric_limits<double>::infinity(), best_bare = best;
+  std::vector<double> bare(names.size()), estimate(names.size()), optimistic(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const double model = selector.predict_model(Collective::allreduce, names[i], bytes);
+    bare[i] = estimate[i] = optimistic[i] = model;
+    if (model >= 0) best_bare = std::min(best_bare, model);
+    if (model < 0 || before == 0) continue;
+    const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]);
+    const double model_before = selector.predict_model(Collective::allreduce, names[i], before);
+    if (curve && curve->points.back().first == before && model_before > 0) {
+      const double measured_before = curve->points.back().second;
+      estimate[i] = model * measured_before / model_before;
+      const double proportional = measured_before * static_cast<double>(bytes) / static_cast<double>(before);
+      optimistic[i] = std::min({model, estimate[i], proportional});
+    } else if (last) {
+      estimate[i] = optimistic[i] = -1.0;
+    }
+  }
+  for (const double e : estimate)
+    if (e >= 0) best = std::min(best, e);
+  TimingCandidates c;
+  const std::array<double, 2> limits = last ? std::array<double, 2>{kContenderWithin, kContenderWithin}
+                                            : std::array<double, 2>{kHopeless, kHopelessWhenSlow};
+  for (const double limit : limits) {
+    c = {};
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (optimistic[i] >= 0 && (optimistic[i] <= limit * best || (!last && bare[i] <= limit * best_bare))) {
+        c.indices.push_back(i);
+        c.round_us += estimate[i];
+      }
+    if (c.round_us <= kTimingBudgetPerSizeUs) break;
+  }
+  if (last && c.indices.size() > kMaxContenders) {  // the most promising few
+    std::sort(c.indices.begin(), c.indices.end(),
+              [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
+    c.indices.resize(kMaxContenders);
+    c.round_us = 0;
+    for (const std::size_t i : c.indices) c.round_us += estimate[i];
+  }
+  // Past the caches the model is least sure of itself, and the choice there
+  // is for every larger message, so a round may cost more (once per setup:
+  // the result is cached); where even that is too slow, the model's shape
+  // carries the ratios measured at the size before.
+  if (last && c.round_us > kLastRoundBudgetUs) c = {};
+  return c;
+}
+
+}  // namespace comm

@@ -1,0 +1,115 @@
+// Which algorithms start-up calibration times at each size (select/timing_plan.hpp).
+
+#include "select/timing_plan.hpp"
+#include "select_fixtures.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+using namespace comm;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Two hosts of two ranks as the emulated hosts measured them: shared memory
+// inside, a slow TCP network between (a round of every algorithm at 1 MiB
+// exceeds the size's budget, so only those within 2x of the best are timed).
+LinkMatrix two_by_two() {
+  LinkMatrix m = test::uniform_links(4, LinkKind::tcp, 63.0, 0.63);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      LinkInfo& l = m.links[static_cast<std::size_t>(a) * 4 + b];
+      if (a != b && a / 2 == b / 2) l = {LinkKind::shm, 3.2, 3.7, "shm"};
+      if (a / 2 != b / 2) l.rndv_threshold_bytes = 16384, l.rndv_extra_us = 62;
+      l.receiver_copies = a != b;
+    }
+  return m;
+}
+
+struct Plan {
+  Selector s{4,      two_by_two(), ComputeParams{}, kMiB, {}, nullptr, true, nullptr,
+             algo::HostGroups::of({{0, 1}, {2, 3}}, 4)};
+  std::vector<std::string> names = s.names(Collective::allreduce);
+  NativeProfile so_far;
+  double model(const std::string& a, std::size_t bytes) const { return s.predict_model(Collective::allreduce, a, bytes); }
+  // `a` took `ratio` x its model at `bytes`.
+  void measured(const std::string& a, std::size_t bytes, double ratio) {
+    const NativeCurve* had = so_far.find(Collective::allreduce, a);
+    std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
+    curve.emplace_back(bytes, ratio * model(a, bytes));
+    so_far.set(Collective::allreduce, a, curve);
+  }
+  std::vector<std::string> timed_at(std::size_t bytes) const {
+    std::vector<std::string> out;
+    for (const std::size_t i : worth_timing(s, names, bytes, so_far).indices) out.push_back(names[i]);
+    return out;
+  }
+  bool times(std::size_t bytes, const std::string& a) const {
+    const auto t = timed_at(bytes);
+    return std::find(t.begin(), t.end(), a) != t.end();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("timing plan: an algorithm the bare model calls hopeless is timed when the size before says otherwise") {
+  // As on 2 x 2 emulated hosts: the algorithm the bare model likes best at 1
+  // MiB measured 3x its model at 64 KiB, every other one as modelled. The
+  // bare model alone would drop those more than 2x behind it at 1 MiB.
+  Plan p;
+  std::string favourite;
+  double best_bare = std::numeric_limits<double>::infinity();
+  for (const auto& a : p.names)
+    if (const double m = p.model(a, kMiB); m < best_bare) best_bare = m, favourite = a;
+  for (const auto& a : p.names) p.measured(a, 64 << 10, a == favourite ? 3.0 : 1.0);
+  double best_estimate = std::numeric_limits<double>::infinity();
+  for (const auto& a : p.names) best_estimate = std::min(best_estimate, p.model(a, kMiB) * (a == favourite ? 3.0 : 1.0));
+  int rescued = 0;
+  for (const auto& a : p.names) {
+    INFO(a << ": bare " << p.model(a, kMiB) << " us, best bare " << best_bare << ", best estimate " << best_estimate);
+    const bool within_estimate = p.model(a, kMiB) <= 2 * best_estimate;
+    CHECK(p.times(kMiB, a) == (within_estimate || p.model(a, kMiB) <= 2 * best_bare));
+    if (within_estimate && p.model(a, kMiB) > 2 * best_bare) ++rescued;
+  }
+  REQUIRE(rescued > 0);  // the case discriminates: some algorithm only the measured ratio keeps
+}
+
+TEST_CASE("timing plan: an algorithm that measured far faster than its model does not crowd out the others") {
+  // The bare model's own choice still holds: whatever is close to the best
+  // bare model is timed although one algorithm's estimate is far ahead.
+  Plan p;
+  for (const auto& a : p.names) p.measured(a, 64 << 10, a == p.names.front() ? 0.01 : 1.0);
+  double best_bare = std::numeric_limits<double>::infinity();
+  for (const auto& a : p.names) best_bare = std::min(best_bare, p.model(a, kMiB));
+  for (const auto& a : p.names) {
+    INFO(a);
+    if (p.model(a, kMiB) <= 2 * best_bare) CHECK(p.times(kMiB, a));
+  }
+  CHECK(p.times(kMiB, p.names.front()));
+}
+
+TEST_CASE("timing plan: the largest size times a few contenders measured at the size before") {
+  Plan p;
+  // Only three algorithms were timed at 1 MiB; the rest stopped earlier.
+  const std::vector<std::string> at_1m{p.names[0], p.names[1], p.names[2]};
+  for (const auto& a : p.names) p.measured(a, 64 << 10, 1.0);
+  for (const auto& a : at_1m) p.measured(a, kMiB, 1.0);
+  const auto timed = p.timed_at(kLargestTimed);
+  CHECK(timed.size() <= 4);
+  for (const auto& a : timed) {
+    INFO(a);
+    CHECK(std::find(at_1m.begin(), at_1m.end(), a) != at_1m.end());
+  }
+  // A contender that measured far faster than its model at 1 MiB is timed.
+  Plan q;
+  for (const auto& a : q.names) q.measured(a, kMiB, a == q.names.back() ? 0.05 : 1.0);
+  CHECK(q.times(kLargestTimed, q.names.back()));
+  // Nothing measured at the size before: nothing to compare, nothing timed.
+  Plan none;
+  CHECK(none.timed_at(kLargestTimed).empty());
+}
