@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 # Sanitized threads run 5-15x slower: the unit sweeps take fewer world sizes
-# (tests/unit/test_algorithms.cpp), and the multi-process suites on 6 and 8
+# (tests/unit/sweep_sizes.hpp), and the multi-process suites on 6 and 8
 # ranks (4 ranks per core here, the code paths of 3 and 4 ranks) stay in the
 # plain build's ctest.
 export COMM_TEST_QUICK_SWEEP=1
