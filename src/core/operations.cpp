@@ -122,8 +122,8 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
 }
 
 void CommunicatorImpl::record_posted(const Operation& op) {
-  recorder_.record({op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root, OpState::posted,
-                    0, 0, recorder_.us_at(op.started), -1, {}});
+  recorder_.post(op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root,
+                 recorder_.us_at(op.started));
 }
 
 void CommunicatorImpl::fail_started(Operation& op, const Error& e) {

@@ -30,9 +30,23 @@ void FlightRecorder::resize(std::size_t capacity) {
 
 // Millisecond resolution is plenty for explaining hangs, and the coarse clock
 // keeps two clock reads per operation off the hot path (util/coarse_clock.hpp).
-void FlightRecorder::record(const FlightRecord& r) {
+void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm,
+                          std::size_t bytes, DataType dtype, ReduceOp op, int root, double start_us) {
   std::lock_guard lk(mu_);
-  ring_[r.id & mask_] = r;
+  FlightRecord& r = ring_[id & mask_];
+  r.id = id;
+  r.seq = seq;
+  r.collective = collective;
+  r.algorithm = algorithm;
+  r.bytes = bytes;
+  r.dtype = dtype;
+  r.op = op;
+  r.root = root;
+  r.state = OpState::posted;
+  r.steps_done = r.steps_total = 0;
+  r.start_us = start_us;
+  r.end_us = -1;
+  r.error.clear();
   ++recorded_;
 }
 

@@ -44,7 +44,10 @@ class FlightRecorder {
   // slot of an operation is then a mask of its id, not a division).
   void resize(std::size_t capacity);
   // Thread safe (the recorder may be dumped from a signal-handling thread).
-  void record(const FlightRecord& r);
+  // A new operation, posted (its entry is written in place: this runs on every
+  // call, also on the direct-memory fast path).
+  void post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm, std::size_t bytes,
+            DataType dtype, ReduceOp op, int root, double start_us);
   void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
               std::string_view error = {});
   // Writes the member "operations": [...] (oldest first) into the object `w` is in.

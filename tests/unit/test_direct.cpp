@@ -419,13 +419,14 @@ TEST_CASE("direct programs: the executor runs mem_oneshot's programs, and only t
           ProgramBuilder b(r, n);
           a->build(args, b);
           const DirectProgram p = std::move(b).finish();
-          const auto shape = one_shot_shape(p, r, n);
+          const auto shape = one_shot_shape(p, r, n, 4);
           const bool one_shot = a->collective == Collective::allreduce && a->name == "mem_oneshot" && n > 1;
           INFO(a->name << " " << to_string(a->collective) << " n=" << n << " count=" << count << " rank=" << r);
           REQUIRE(shape.has_value() == one_shot);
           if (!shape) continue;
           CHECK(shape->nranks == n);
           CHECK(shape->bytes == count * 4);
+          CHECK(shape->elements == count);
           CHECK(shape->offset == p.ops[0].dst.offset);
           CHECK(shape->offset >= kDirectFlagBytes);
         }
@@ -441,7 +442,7 @@ TEST_CASE("direct programs: the executor runs mem_oneshot's programs, and only t
   const std::vector<DirectRef> windows{ProgramBuilder::window(0, 64), ProgramBuilder::window(1, 64),
                                        ProgramBuilder::window(2, 64)};
   b.reduce(ProgramBuilder::output(0), windows, 8);
-  CHECK_FALSE(one_shot_shape(std::move(b).finish(), 0, 3).has_value());
+  CHECK_FALSE(one_shot_shape(std::move(b).finish(), 0, 3, 4).has_value());
 }
 
 TEST_CASE("direct cost model: one flag beats two for tiny data, two-shot wins large") {

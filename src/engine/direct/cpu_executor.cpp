@@ -32,20 +32,23 @@ void store_word(std::byte* p, std::uint64_t v) {
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p)).store(v, std::memory_order_relaxed);
 }
 
+[[noreturn, gnu::noinline, gnu::cold]] void throw_mismatch(int peer, std::uint64_t theirs, const HostCall& call) {
+  throw Error(ErrorCode::mismatch, "rank " + std::to_string(peer) + " is in " + describe_call_word(theirs) +
+                                       " while rank " + std::to_string(call.rank) + " is in " +
+                                       describe_call_word(call.call_word) +
+                                       "; every rank must make the same calls in the same order");
+}
+
 // Throws mismatch if a peer of `waits` is in another call than `call`. After
 // its signal arrived, its words are this call's; `entered_only`: a wait that
 // ended early, so only a peer whose call number shows it entered this call counts.
-void check_calls(std::byte* const* win, const FlagWait* waits, std::size_t k, const HostCall& call,
-                 bool entered_only) {
+inline void check_calls(std::byte* const* win, const FlagWait* waits, std::size_t k, const HostCall& call,
+                        bool entered_only) {
   for (std::size_t w = 0; w < k; ++w) {
     const int peer = waits[w].rank;
     if (entered_only && load_flag(win[peer] + kDirectCallOffset) != call.seq) continue;
     const std::uint64_t theirs = load_word(win[peer] + kDirectSignatureOffset);
-    if (theirs != call.call_word)
-      throw Error(ErrorCode::mismatch, "rank " + std::to_string(peer) + " is in " + describe_call_word(theirs) +
-                                           " while rank " + std::to_string(call.rank) + " is in " +
-                                           describe_call_word(call.call_word) +
-                                           "; every rank must make the same calls in the same order");
+    if (theirs != call.call_word) throw_mismatch(peer, theirs, call);
   }
 }
 
@@ -114,11 +117,6 @@ void copy_from_peer(std::byte* const* win, const HostCall& call, std::byte* dst,
 }
 
 }  // namespace
-
-std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
-  return (signature & 0x3fff) | (static_cast<std::uint64_t>(algorithm_index) & 0xff) << 14 |
-         (static_cast<std::uint64_t>(count) & ((std::uint64_t{1} << 42) - 1)) << 22;
-}
 
 std::string describe_call_word(std::uint64_t word) {
   const auto coll = static_cast<Collective>(word & 0xf);
@@ -209,7 +207,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
   }
 }
 
-std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks) {
+std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks, std::size_t elem_size) {
   const auto n = static_cast<std::size_t>(nranks);
   const auto& ops = program.ops;
   constexpr std::size_t kMaxSources = 64;  // run_one_shot_on_host's sources live on its stack
@@ -222,7 +220,7 @@ std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int ran
   if (copy.kind != DirectOpKind::copy || copy.dst.space != DirectSpace::window || copy.dst.rank != rank ||
       !is(program.srcs[copy.first_src], DirectSpace::input, -1, 0))
     return std::nullopt;
-  const OneShotShape shape{nranks, copy.dst.offset, copy.bytes};
+  const OneShotShape shape{nranks, copy.dst.offset, copy.bytes, elem_size ? copy.bytes / elem_size : 0};
   if (ops[1].kind != DirectOpKind::signal || ops[1].step != 1) return std::nullopt;
   std::vector<bool> awaited(n, false);
   for (std::size_t i = 2; i < n + 1; ++i) {
@@ -255,6 +253,9 @@ void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const
     if (p != call.rank) waits[k++] = {p, flag};
   bool checked = false;
   wait_batch(memory, call, waits, k, checked);
+  if (shape.nranks == 2)  // decode's tensor-parallel pair: one kernel call, no source list
+    return kernels::reduce(call.output, win[0] + shape.offset, win[1] + shape.offset, shape.elements, call.dtype,
+                           call.op);
   std::array<const std::byte*, 64> srcs;
   for (int p = 0; p < shape.nranks; ++p) srcs[static_cast<std::size_t>(p)] = win[p] + shape.offset;
   reduce_in_order(call.output, nullptr, srcs.data(), static_cast<std::size_t>(shape.nranks), shape.bytes,

@@ -23,7 +23,10 @@ namespace comm::direct {
 // dtype, op and root (engine/tags.hpp call_signature, 14 bits), the index of
 // the algorithm among all_direct_algorithms() (8 bits) and the element count
 // (42 bits).
-std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept;
+constexpr std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm_index, std::size_t count) noexcept {
+  return (signature & 0x3fff) | (static_cast<std::uint64_t>(algorithm_index) & 0xff) << 14 |
+         (static_cast<std::uint64_t>(count) & ((std::uint64_t{1} << 42) - 1)) << 22;
+}
 // "allreduce of 8 elements of f32 (sum) by mem_oneshot".
 std::string describe_call_word(std::uint64_t word);
 
@@ -66,9 +69,11 @@ struct OneShotShape {
   int nranks = 0;
   std::size_t offset = 0;  // of the data in every window slot
   std::size_t bytes = 0;
+  std::size_t elements = 0;  // bytes / the element size
 };
-// The shape of `program` (rank `rank` of `nranks`) if its operations are exactly those.
-std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks);
+// The shape of `program` (rank `rank` of `nranks`, elements of `elem_size`
+// bytes) if its operations are exactly those.
+std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int rank, int nranks, std::size_t elem_size);
 // Runs such a program exactly as run_on_host would (same order of loads,
 // stores, flags and checks; same errors).
 void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const HostCall& call);

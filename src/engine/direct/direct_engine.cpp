@@ -15,6 +15,10 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
   for (int p = 0; p < size_; ++p)
     if (p != rank_) guard_.push_back({p, 0});
   wait_buffer_.resize(static_cast<std::size_t>(std::max(1, size_ - 1)));
+  host_.rank = rank_;
+  host_.peer_reads = peer_reads_;
+  host_.wait_buffer = wait_buffer_.data();
+  host_.wait_capacity = wait_buffer_.size();
   windows_.resize(info_.slots);
   for (unsigned s = 0; s < info_.slots; ++s)
     for (int p = 0; p < size_; ++p) windows_[s].push_back(memory_.window(p, s));
@@ -102,8 +106,12 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
     analyse(all);
     auto p = std::make_unique<Plan>();
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
-    p->one_shot = one_shot_shape(p->program, rank_, size_);
-    if (p->program.scratch_bytes > scratch_.size()) scratch_.resize(p->program.scratch_bytes);
+    p->one_shot = one_shot_shape(p->program, rank_, size_, elem_size);
+    p->algorithm_index = static_cast<std::size_t>(&a - all_direct_algorithms().data());
+    if (p->program.scratch_bytes > scratch_.size()) {
+      scratch_.resize(p->program.scratch_bytes);
+      host_.scratch = scratch_.data();
+    }
     it = plans_.emplace(key, std::move(p)).first;
   }
   recent_[recent_next_++ % recent_.size()] = {key, it->second.get()};
@@ -158,9 +166,8 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   const bool repeat = last.algorithm == &a && last.count == call.count && last.elem_size == esize && last.root == call.root;
   const Plan& p = repeat && last.plan ? *last.plan : plan(a, call.count, esize, call.root);
   if (repeat) last.plan = &p;
-  HostCall h;
-  h.rank = rank_;
-  h.call_word = call_word(call.signature, static_cast<std::size_t>(&a - all_direct_algorithms().data()), call.count);
+  HostCall& h = host_;
+  h.call_word = call_word(call.signature, p.algorithm_index, call.count);
   h.input = static_cast<const std::byte*>(call.input);
   h.output = static_cast<std::byte*>(call.output);
   h.dtype = call.dtype;
@@ -180,10 +187,6 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   slot_ = slot_ + 1 == info_.slots ? 0 : slot_ + 1;  // seq_ % slots, without a division per call
   h.slot = slot_;
   h.windows = windows_[h.slot].data();
-  h.peer_reads = peer_reads_;
-  h.scratch = scratch_.data();
-  h.wait_buffer = wait_buffer_.data();
-  h.wait_capacity = wait_buffer_.size();
   if (!last_synced_ && h.seq > 1) {
     // The previous program did not make this rank wait for every peer: before
     // writing the slot of two calls ago, know that every peer has moved on

@@ -80,6 +80,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   struct Plan {
     DirectProgram program;
     std::optional<OneShotShape> one_shot;  // run directly, not interpreted (cpu_executor.hpp)
+    std::size_t algorithm_index = 0;       // among all_direct_algorithms(), for call_word()
   };
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
   const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
@@ -113,6 +114,9 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   mutable std::array<Checked, std::size(kAllCollectives)> checked_{};
   std::vector<FlagWait> guard_;
   std::vector<FlagWait> wait_buffer_;
+  // The executor's view of the call being run: the fields that stay (rank,
+  // buffers) are set once, the rest by each run().
+  HostCall host_;
 };
 
 }  // namespace comm::direct
