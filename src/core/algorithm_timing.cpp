@@ -41,7 +41,8 @@ void add_medians(NativeProfile& profile, const std::vector<std::string>& names, 
 
 std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector<std::string>& names,
                                                                std::vector<std::size_t>& candidates, Call& call,
-                                                               int warmup, int min_rounds, int& iterations) {
+                                                               int warmup, int min_rounds, double budget_us,
+                                                               int& iterations) {
   CallOptions options;
   call.options = &options;
   iterations = 0;
@@ -49,7 +50,7 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   const auto began = calib::Clock::now();
   for (int k = 0; k < warmup + kMaxTimedRounds; ++k) {
     // Every rank says whether its budget is spent; the sum is the same everywhere.
-    std::int32_t over = calib::micros(calib::Clock::now() - began) > kTimingBudgetPerSizeUs ? 1 : 0;
+    std::int32_t over = calib::micros(calib::Clock::now() - began) > budget_us ? 1 : 0;
     wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
     if (over > 0 && iterations >= min_rounds) break;
     if (k >= warmup) ++iterations;
@@ -93,18 +94,17 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   call.input = in.data();
   call.output = out.data();
   call.internal = true;
-  for (const std::size_t bytes : kTimingLadder) {
+  // Times `c` at `bytes` and adds the medians to the profile; returns the
+  // time it took by the slowest rank's times, the same figure on every rank.
+  const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
-    // The candidates at this size are timed in turns (one iteration of each,
-    // then the next round), so that a burst of load elsewhere on the machine
-    // hits them alike instead of one algorithm's whole measurement.
-    TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
-    if (c.indices.empty()) continue;
+    // The candidates are timed in turns (one iteration of each, then the
+    // next round), so that a burst of load elsewhere on the machine hits
+    // them alike instead of one algorithm's whole measurement.
     int iterations = 0;
-    const bool last = bytes == kLargestTimed;
-    const auto mine = time_rounds(names, c.indices, call, timing_warmup(c.round_us),
-                                  last ? kMinTimedRoundsLast : kMinTimedRounds, iterations);
+    const int warmup = timing_warmup(c.round_us);
+    const auto mine = time_rounds(names, c.indices, call, warmup, min_rounds, budget_us, iterations);
     std::vector<Point> points;
     std::vector<double> times;
     for (const std::size_t i : c.indices) {
@@ -115,6 +115,33 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     slowest_rank(times);
     add_medians(profile, names, points, times);
     timed += points.size();
+    double spent = 0;
+    for (const double t : times) spent += t;
+    return iterations > 0 ? spent * (warmup + iterations) / iterations : 0.0;
+  };
+  std::vector<std::size_t> sizes;  // those timed, increasing
+  for (const std::size_t bytes : kTimingLadder) {
+    TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
+    if (c.indices.empty()) continue;
+    time_size(bytes, std::move(c), bytes == kLargestTimed ? kMinTimedRoundsLast : kMinTimedRounds,
+              kTimingBudgetPerSizeUs);
+    sizes.push_back(bytes);
+  }
+  // Where the fastest changes between neighbouring sizes, time between them
+  // (select/timing_plan.hpp), halving the gap while the budget lasts; the
+  // decision uses only what every rank agreed on (the slowest rank's
+  // medians, and the time spent by them), so every rank refines alike.
+  double refinement_us = 0;
+  for (std::size_t k = 0; k + 1 < sizes.size();) {
+    selector_->set_measured_profile(profile);
+    const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
+    const double cost = r.candidates.round_us * (timing_warmup(r.candidates.round_us) + kMinTimedRounds);
+    if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs) {
+      ++k;
+      continue;
+    }
+    refinement_us += time_size(r.bytes, r.candidates, kMinTimedRounds, kRefinementBudgetPerSizeUs);
+    sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(k + 1), r.bytes);  // then (lo, mid), then (mid, hi)
   }
   if (rank_ == 0)
     COMM_INFO("calibration: timed " << timed << " (algorithm, size) points of " << profile.curves.size()

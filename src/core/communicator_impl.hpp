@@ -91,13 +91,13 @@ class CommunicatorImpl {
   // Times comm's own all-reduce algorithms through the engines (start-up
   // calibration, select/tuning.hpp AlgorithmTimer); collective.
   NativeProfile time_algorithms();
-  // One size of time_algorithms: `warmup` untimed rounds, then timed ones as
-  // the budget allows, at least `min_rounds` (`iterations`); this rank's
-  // times per candidate. A
+  // One size of time_algorithms: `warmup` untimed rounds, then timed ones
+  // while the size has spent less than `budget_us` on every rank, at least
+  // `min_rounds` (`iterations`); this rank's times per candidate. A
   // candidate refused at this size becomes names.size().
   std::vector<std::vector<double>> time_rounds(const std::vector<std::string>& names,
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
-                                               int min_rounds, int& iterations);
+                                               int min_rounds, double budget_us, int& iterations);
   void slowest_rank(std::vector<double>& times);
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);

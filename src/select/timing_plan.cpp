@@ -1,6 +1,7 @@
 #include "select/timing_plan.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <iterator>
 #include <limits>
@@ -88,6 +89,48 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // carries the ratios measured at the size before.
   if (last && c.round_us > kLastRoundBudgetUs) c = {};
   return c;
+}
+
+namespace {
+
+// The fastest algorithm measured at exactly `bytes` (names.size(): none).
+std::size_t fastest_at(const std::vector<std::string>& names, std::size_t bytes, const NativeProfile& so_far) {
+  std::size_t fastest = names.size();
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]))
+      for (const auto& [b, us] : curve->points)
+        if (b == bytes && us < best) best = us, fastest = i;
+  return fastest;
+}
+
+}  // namespace
+
+Refinement refinement_between(const Selector& corrected, const std::vector<std::string>& names, std::size_t lo,
+                              std::size_t hi, const NativeProfile& so_far) {
+  if (lo == 0 || hi < 4 * lo) return {};
+  // Halfway in log terms, rounded down to a power of two: the buckets the selector evaluates.
+  const int mid_log = (std::bit_width(lo) - 1 + std::bit_width(hi) - 1) / 2;
+  const std::size_t mid = std::size_t{1} << mid_log;
+  const std::size_t at_lo = fastest_at(names, lo, so_far), at_hi = fastest_at(names, hi, so_far);
+  std::vector<double> predicted(names.size());
+  double best = std::numeric_limits<double>::infinity();
+  std::size_t predicted_best = names.size();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    predicted[i] = corrected.predict(Collective::allreduce, names[i], mid);
+    if (predicted[i] >= 0 && predicted[i] < best) best = predicted[i], predicted_best = i;
+  }
+  // One algorithm fastest at both ends and predicted fastest between: no crossover to place.
+  if (at_lo == at_hi && predicted_best == at_lo) return {};
+  Refinement r;
+  r.bytes = mid;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (predicted[i] >= 0 && (i == at_lo || i == at_hi || predicted[i] <= kRefinementWithin * best)) {
+      r.candidates.indices.push_back(i);
+      r.candidates.round_us += predicted[i];
+    }
+  if (r.candidates.indices.size() < 2) return {};
+  return r;
 }
 
 }  // namespace comm

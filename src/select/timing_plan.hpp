@@ -37,4 +37,29 @@ struct TimingCandidates {
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
                               const NativeProfile& so_far);
 
+// Between two neighbouring timed sizes the selector interpolates each
+// algorithm's measured ratio to its model (in log size), so where the fastest
+// changes between them the crossover can land anywhere in those octaves: on
+// shm, with points at 64 KiB and 1 MiB only, auto picked mem_peer_twoshot at
+// 128 KiB at 1.22-1.41x mem_peer_oneshot. Calibration therefore times the
+// size halfway (in log terms) between such neighbours, then halves again,
+// while the refinement as a whole stays within kRefinementBudgetUs.
+// Each refinement size takes more than kMinTimedRounds rounds only while it
+// has spent less than kRefinementBudgetPerSizeUs.
+inline constexpr double kRefinementBudgetUs = 40000, kRefinementBudgetPerSizeUs = 5000;
+// Timed at a refinement size: the fastest measured at either neighbour and
+// every algorithm the corrected model puts within this factor of the best there.
+inline constexpr double kRefinementWithin = 1.25;
+
+struct Refinement {
+  std::size_t bytes = 0;  ///< 0: nothing worth timing between the neighbours
+  TimingCandidates candidates;
+};
+
+// `corrected`: a selector holding `so_far` as its measured profile
+// (Selector::set_measured_profile), so that its predictions carry the ratios
+// measured at `lo` and `hi`, the neighbouring sizes timed.
+Refinement refinement_between(const Selector& corrected, const std::vector<std::string>& names, std::size_t lo,
+                              std::size_t hi, const NativeProfile& so_far);
+
 }  // namespace comm

@@ -113,3 +113,56 @@ TEST_CASE("timing plan: the largest size times a few contenders measured at the 
   Plan none;
   CHECK(none.timed_at(kLargestTimed).empty());
 }
+
+TEST_CASE("timing plan: where the fastest changes between two timed sizes, the size halfway is timed") {
+  // Every algorithm measured as modelled at 4 KiB and 64 KiB, except that the
+  // one fastest at 4 KiB by the model is made the slowest at 64 KiB and a
+  // second one far the fastest there: the fastest changes between them.
+  Plan p;
+  constexpr std::size_t lo = 4096, hi = 64 << 10;
+  auto fastest_model = [&](std::size_t bytes) {
+    std::string f;
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& a : p.names)
+      if (const double m = p.model(a, bytes); m >= 0 && m < best) best = m, f = a;
+    return f;
+  };
+  const std::string at_lo = fastest_model(lo);
+  const std::string at_hi = at_lo == p.names.front() ? p.names.back() : p.names.front();
+  for (const auto& a : p.names) {
+    p.measured(a, lo, 1.0);
+    p.measured(a, hi, a == at_lo ? 10.0 : a == at_hi ? 0.01 : 1.0);
+  }
+  p.s.set_measured_profile(p.so_far);
+  auto index = [&](const std::string& a) { return static_cast<std::size_t>(std::find(p.names.begin(), p.names.end(), a) - p.names.begin()); };
+  const Refinement r = refinement_between(p.s, p.names, lo, hi, p.so_far);
+  CHECK(r.bytes == 16384);  // 2^((12 + 16) / 2)
+  const auto& timed = r.candidates.indices;
+  CHECK(std::find(timed.begin(), timed.end(), index(at_lo)) != timed.end());
+  CHECK(std::find(timed.begin(), timed.end(), index(at_hi)) != timed.end());
+  // Everything timed is what the corrected model puts close to the best there, or an end's fastest.
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& a : p.names)
+    if (const double e = p.s.predict(Collective::allreduce, a, r.bytes); e >= 0) best = std::min(best, e);
+  double round = 0;
+  for (const std::size_t i : timed) {
+    INFO(p.names[i]);
+    const double e = p.s.predict(Collective::allreduce, p.names[i], r.bytes);
+    round += e;
+    if (p.names[i] != at_lo && p.names[i] != at_hi) CHECK(e <= kRefinementWithin * best);
+  }
+  CHECK(r.candidates.round_us == doctest::Approx(round));
+  // Uneven logs round down; neighbours closer than 4x have nothing between.
+  CHECK(refinement_between(p.s, p.names, 8, lo, p.so_far).bytes == 128);  // 2^((3 + 12) / 2)
+  CHECK(refinement_between(p.s, p.names, lo, 2 * lo, p.so_far).bytes == 0);
+
+  // One algorithm fastest at both ends, and by the corrected model between: nothing to place.
+  Plan q;
+  const std::string f = fastest_model(lo);
+  for (const auto& a : q.names) {
+    q.measured(a, lo, a == f ? 0.1 : 1.0);
+    q.measured(a, hi, a == f ? 0.1 : 1.0);
+  }
+  q.s.set_measured_profile(q.so_far);
+  CHECK(refinement_between(q.s, q.names, lo, hi, q.so_far).bytes == 0);
+}
