@@ -38,17 +38,20 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   o.id = next_id_++;
   o.seq = next_seq_++;
   o.timeout = opts.timeout.count() > 0 ? opts.timeout : config_.timeout;
-  o.started = util::coarse_now();
-  o.deadline = o.started + o.timeout;
   o.state = Operation::State::running;
-  // The flight record and the recent-call note go in after this rank's first
-  // signal (before anything waits): the peers need not wait for them.
+  // The start time, the flight record and the recent-call note go in after
+  // this rank's first signal (before anything waits): the peers need not wait
+  // for them. The engine's deadline runs from its first wait that finds a
+  // flag missing (HostCall::deadline), microseconds after the call began.
   struct Note {
     CommunicatorImpl* self;
     bool noted = false;
   } note{this};
   const auto write_notes = [](void* arg) {
     Note& n = *static_cast<Note*>(arg);
+    Operation& op = n.self->repeat_.op;
+    op.started = util::coarse_now();
+    op.deadline = op.started + op.timeout;
     n.self->record_posted(n.self->repeat_.op);
     n.self->remember_call(n.self->repeat_.op);
     n.noted = true;
@@ -63,7 +66,7 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
                                                               .dtype = dtype,
                                                               .op = op,
                                                               .root = o.root,
-                                                              .deadline = o.deadline,
+                                                              .timeout = o.timeout,
                                                               .after_first_signal = write_notes,
                                                               .after_first_signal_arg = &note});
   } catch (const Error& e) {

@@ -70,3 +70,11 @@ comm_mp_test(NAME mp_shm_peer_reads_off_2 RANKS 2 LABELS mp shm TIMEOUT 60
   ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMMAND comm-shm-peer-reads --off)
 comm_mp_test(NAME mp_shm_peer_reads_off_forced_2 RANKS 2 LABELS mp shm TIMEOUT 60
   ENV ${COMM_SHM_ENV} COMM_SHM_CMA=0 COMM_ALGO=allreduce=mem_peer_twoshot COMMAND comm-shm-peer-reads --off)
+# A timeout on the repeat path of a blocking all-reduce, which reads no clock
+# before its first signal, still fires after the call's timeout, naming the
+# rank that stayed away.
+comm_mp_program(comm-shm-repeat-timeout ${CMAKE_CURRENT_LIST_DIR}/shm_repeat_timeout.cpp)
+foreach(n 2 3)
+  comm_mp_test(NAME mp_shm_repeat_timeout_${n} RANKS ${n} LABELS mp shm TIMEOUT 60
+    ENV ${COMM_SHM_ENV} COMMAND comm-shm-repeat-timeout)
+endforeach()

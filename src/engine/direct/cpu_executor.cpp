@@ -68,7 +68,7 @@ void wait_batch(DirectMemory& memory, const HostCall& call, const FlagWait* wait
   for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
   if (!ready) {
     try {
-      memory.wait(call.slot, std::span<const FlagWait>(waits, k), call.deadline, nullptr);
+      memory.wait(call.slot, std::span<const FlagWait>(waits, k), deadline_of(call), nullptr);
     } catch (const Error& e) {
       // A peer that left (or died) after entering a different call: say that instead.
       if (e.code() == ErrorCode::peer_failed) check_calls(win, waits, k, call, true);

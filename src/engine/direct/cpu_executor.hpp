@@ -11,6 +11,8 @@
 #include <comm/direct.hpp>
 #include <comm/transport.hpp>
 
+#include "util/coarse_clock.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +50,12 @@ struct HostCall {
   std::byte* scratch = nullptr;
   FlagWait* wait_buffer = nullptr;
   std::size_t wait_capacity = 0;
-  std::chrono::steady_clock::time_point deadline{};
+  // When the call fails with a timeout. A call may start without one
+  // (time_point{}: the repeat path reads no clock before its first signal);
+  // then the first wait that finds a flag missing sets it to now + `timeout`
+  // (deadline_of).
+  mutable std::chrono::steady_clock::time_point deadline{};
+  std::chrono::steady_clock::duration timeout{};
   // Called once, right after this rank's first signal, and before any wait
   // (also in a program that waits first):
   // the caller's bookkeeping that must precede a wait (a flight record) but
@@ -56,6 +63,11 @@ struct HostCall {
   void (*after_first_signal)(void*) = nullptr;
   void* after_first_signal_arg = nullptr;
 };
+
+inline std::chrono::steady_clock::time_point deadline_of(const HostCall& call) {
+  if (call.deadline == std::chrono::steady_clock::time_point{}) call.deadline = util::coarse_now() + call.timeout;
+  return call.deadline;
+}
 
 void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostCall& call);
 

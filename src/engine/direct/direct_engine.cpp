@@ -173,6 +173,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   h.dtype = call.dtype;
   h.op = call.op;
   h.deadline = call.deadline;
+  h.timeout = call.timeout;
   h.after_first_signal = call.after_first_signal;
   h.after_first_signal_arg = call.after_first_signal_arg;
   // A partially overlapping input would be overwritten while still being read.
@@ -192,7 +193,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     // writing the slot of two calls ago, know that every peer has moved on
     // from it (issued a signal in the previous call).
     for (auto& g : guard_) g.value = direct_flag(h.seq - 1, 1);
-    memory_.wait(previous_slot, guard_, call.deadline, nullptr);
+    memory_.wait(previous_slot, guard_, deadline_of(h), nullptr);
   }
   last_synced_ = p.program.synced;
   if (p.one_shot)

@@ -36,7 +36,9 @@ struct DirectRun {
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  // See HostCall::deadline and timeout (engine/direct/cpu_executor.hpp).
   std::chrono::steady_clock::time_point deadline{};
+  std::chrono::steady_clock::duration timeout{};
   // See HostCall::after_first_signal (engine/direct/cpu_executor.hpp).
   void (*after_first_signal)(void*) = nullptr;
   void* after_first_signal_arg = nullptr;
