@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <condition_variable>
 #include <sstream>
 #include <thread>
@@ -51,12 +53,16 @@ bool run_bounded(Fn fn, std::chrono::milliseconds budget) {
     bool done = false;
   };
   auto done = std::make_shared<Done>();
-  std::thread([fn = std::move(fn), done]() mutable {
+  // `fn` holds the store: it is released before the caller is told, or the
+  // caller's references would not be the last and a store hosted in this
+  // process would never close (nor linger to tell the others why) at exit.
+  std::thread([held = std::optional<Fn>(std::move(fn)), done]() mutable {
     try {
-      fn();
+      (*held)();
     } catch (...) {
       // The store is gone or unreachable: the note is simply not there.
     }
+    held.reset();
     std::lock_guard lk(done->mu);
     done->done = true;
     done->cv.notify_all();
