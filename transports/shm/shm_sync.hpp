@@ -95,7 +95,7 @@ WaitOutcome Sync::wait_until(Ready&& ready, Check&& check, Clock::time_point dea
   if (ready()) return WaitOutcome::ready;
   const auto start = Clock::now();
   auto t = start;
-  for (unsigned i = 1;; ++i) {  // spin: the peer is usually a fraction of a microsecond away
+  for (unsigned i = 1; policy_.spin.count() > 0; ++i) {  // spin: the peer is usually a fraction of a microsecond away
     cpu_relax();
     if (ready()) return WaitOutcome::ready;
     if ((i & 15) == 0) {
