@@ -4,6 +4,9 @@
 # iterations of the slowest rank's time between barriers):
 #   - shm_floor.c: the bare one-shot 8 B all-reduce and the naive shared-memory
 #     all-reduce (publish, reduce half, copy out): the floors;
+#   - tools/bench/oneshot_floor.c: the bare one-shot 8 B of --ranks processes
+#     (yielding when they outnumber the cores), the floor shm_floor.c's 2
+#     ranks do not give;
 #   - Open MPI's MPI_Allreduce (tools/bench/mpi_allreduce.c);
 #   - comm-bench over shm (automatic selection: mem_oneshot / mem_twoshot);
 #   - comm-bench over auto, the default of a job with no COMM_TRANSPORT (it must
@@ -37,6 +40,7 @@ command -v mpicc >/dev/null || apt-get install -y openmpi-bin libopenmpi-dev >/d
 cmake --build "$build" --target commrun comm-bench >/dev/null
 mpicc -O2 tools/bench/mpi_allreduce.c -o "$out/mpi_allreduce"
 cc -O3 -march=native "$floor_c" -o "$out/shm_floor"
+cc -O2 tools/bench/oneshot_floor.c -o "$out/oneshot_floor"
 # Rank r on core r when the ranks fit on the cores (commrun --bind core, mpirun
 # --bind-to core); unbound and oversubscribed when they do not.
 if [ "$ranks" -le "$(nproc)" ]; then
@@ -48,6 +52,7 @@ uptime | sed 's/^/# load: /'
 
 # The floors (shm_floor forks its second rank itself; it is bound to both cores).
 taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
+"$out/oneshot_floor" -r "$ranks" -n 20000 >"$out/oneshot_floor.txt"
 mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
 bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
   local t=$1 f=$2 vars=() flags=(-b 8)
@@ -79,7 +84,9 @@ PY
 done
 bare=$(sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/\1/p' "$out/floor.txt")
 echo "# bare one-shot 8 B (shm_floor.c): $bare us; $ranks ranks (floor and bare: 2 ranks)"
-awk -v bare="$bare" -v ranks="$ranks" '
+bare_n=$(sed -n 's/.*median \([0-9.]*\) us.*/\1/p' "$out/oneshot_floor.txt")
+sed 's/^/# /' "$out/oneshot_floor.txt"
+awk -v bare="$bare" -v bare_n="$bare_n" -v ranks="$ranks" '
   FNR == 1 {file++}
   file == 1 {floor[$1] = $2; next}
   file == 2 {mpi[$1] = $2; next}
@@ -105,9 +112,12 @@ awk -v bare="$bare" -v ranks="$ranks" '
         if ((b in floor) && ranks == 2) worst("floor", floor[b] / s, b)
       }
     }
-    if (bare > 0 && (8 in shm))
+    if (bare > 0 && (8 in shm) && ranks == 2)
       printf "# 8 B: shm %.3f us = %.2fx the bare one-shot (target <= 1.5), %.2fx MPI_Allreduce %.3f us (target <= 0.5)\n",
              shm[8], shm[8] / bare, shm[8] / mpi[8], mpi[8]
+    if (bare_n > 0 && (8 in shm))
+      printf "# 8 B: shm %.3f us = %.2fx the bare one-shot of %d ranks (oneshot_floor.c, %.3f us)\n", shm[8],
+             shm[8] / bare_n, ranks, bare_n
     if (8 in aut) printf "# 8 B: auto (the default) %.3f us = %.2fx shm\n", aut[8], aut[8] / shm[8]
     if ("ucx" in w) printf "# 8 B-1 MiB: slowest margin ucx/shm %.2fx at %d B (target >= 1.3), mpi/shm %.2fx at %d B (target > 1)\n",
                            w["ucx"], at["ucx"], w["mpi"], at["mpi"]
