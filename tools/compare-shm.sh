@@ -37,10 +37,9 @@ floor_c=${SHM_FLOOR_C:-../shared/bench/shm_floor.c}
 [ -f "$floor_c" ] || floor_c=/work/shared/bench/shm_floor.c
 command -v mpicc >/dev/null || apt-get install -y openmpi-bin libopenmpi-dev >/dev/null
 [ -d "$build" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target commrun comm-bench >/dev/null
+cmake --build "$build" --target commrun comm-bench oneshot-floor >/dev/null
 mpicc -O2 tools/bench/mpi_allreduce.c -o "$out/mpi_allreduce"
 cc -O3 -march=native "$floor_c" -o "$out/shm_floor"
-cc -O2 tools/bench/oneshot_floor.c -o "$out/oneshot_floor"
 # Rank r on core r when the ranks fit on the cores (commrun --bind core, mpirun
 # --bind-to core); unbound and oversubscribed when they do not.
 if [ "$ranks" -le "$(nproc)" ]; then
@@ -52,7 +51,7 @@ uptime | sed 's/^/# load: /'
 
 # The floors (shm_floor forks its second rank itself; it is bound to both cores).
 taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
-"$out/oneshot_floor" -r "$ranks" -n 20000 >"$out/oneshot_floor.txt"
+"$build/bin/oneshot-floor" -r "$ranks" -n 20000 >"$out/oneshot_floor.txt"
 mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
 bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
   local t=$1 f=$2 vars=() flags=(-b 8)

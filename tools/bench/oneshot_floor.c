@@ -2,7 +2,7 @@
  * with no library around it: each rank stores its value and the call number
  * in its own cache line (double-buffered by call parity), then reads every
  * other rank's once that rank's call number has arrived, and sums them in
- * rank order. Timed like comm-bench: per iteration a flag barrier, then the
+ * rank order, each rank checking the sum. Timed like comm-bench: per iteration a flag barrier, then the
  * call; the iteration's time is the slowest rank's; the figure is the median.
  *
  * It is the floor for the direct-memory engine where shm_floor.c (2 ranks)
@@ -10,7 +10,7 @@
  * a peer needs, so here, as in comm's shm transport, every wait yields at
  * once when the ranks outnumber the usable cores; otherwise each rank is
  * bound to a core of its own and spins.
- *   cc -O2 oneshot_floor.c -o oneshot_floor ; ./oneshot_floor [-r 4] [-n 20000]
+ *   build/bin/oneshot-floor [-r 4] [-n 20000]   (the CMake target oneshot-floor)
  * Run by tools/compare-shm.sh beside comm-bench. */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       if (CPU_ISSET(c, &set) && seen++ == rank) CPU_SET(c, &mine);
     sched_setaffinity(0, sizeof mine, &mine);
   }
-  double sink = 0;
+  long wrong = 0;  // calls whose sum was not the one every rank's value gives
   for (long call = 1; call <= iters; ++call) {
     atomic_store_explicit(&arrival[rank].entered, call, memory_order_release);
     for (int p = 0; p < ranks; ++p) wait_for(&arrival[p].entered, call, yield);
@@ -102,10 +102,16 @@ int main(int argc, char** argv) {
       sum += slot[p].value[call & 1];
     }
     times[(size_t)rank * (size_t)iters + (size_t)(call - 1)] = now_us() - t0;
-    sink += sum;
+    // Every rank goes on to the end (one that left would hang the others).
+    if (sum != (double)ranks * (double)call + ranks * (ranks - 1) / 2.0) ++wrong;
   }
-  if (rank != 0) _exit(sink < 0);
-  while (wait(NULL) > 0) {
+  if (wrong) fprintf(stderr, "oneshot_floor: rank %d summed %ld of %d calls wrongly\n", rank, wrong, iters);
+  if (rank != 0) _exit(wrong ? 1 : 0);
+  int status = 0, failed = wrong != 0;
+  while (wait(&status) > 0) failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (failed) {
+    fprintf(stderr, "oneshot_floor: a rank summed wrongly or failed: no figure\n");
+    return 1;
   }
   double* slowest = malloc(sizeof(double) * (size_t)iters);
   for (int i = 0; i < iters; ++i) {
@@ -117,5 +123,5 @@ int main(int argc, char** argv) {
   printf("bare one-shot 8 B all-reduce, %d ranks on %d cores (%s): median %.3f us (p10 %.3f, p90 %.3f)\n", ranks,
          cpus, yield ? "waits yield" : "waits spin", slowest[iters / 2], slowest[iters / 10], slowest[iters * 9 / 10]);
   free(slowest);
-  return sink < 0;
+  return 0;
 }
