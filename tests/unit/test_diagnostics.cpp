@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <dirent.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>

@@ -2,8 +2,9 @@
  * with no library around it: each rank stores its value and the call number
  * in its own cache line (double-buffered by call parity), then reads every
  * other rank's once that rank's call number has arrived, and sums them in
- * rank order, each rank checking the sum. Timed like comm-bench: per iteration a flag barrier, then the
- * call; the iteration's time is the slowest rank's; the figure is the median.
+ * rank order, each rank checking the sum. Timed like comm-bench: per
+ * iteration a flag barrier, then the call; the iteration's time is the
+ * slowest rank's; the figure is the median.
  *
  * It is the floor for the direct-memory engine where shm_floor.c (2 ranks)
  * does not reach: with more ranks than cores a rank that spins holds the core
@@ -116,8 +117,10 @@ int main(int argc, char** argv) {
   double* slowest = malloc(sizeof(double) * (size_t)iters);
   for (int i = 0; i < iters; ++i) {
     slowest[i] = 0;
-    for (int r = 0; r < ranks; ++r)
-      if (times[(size_t)r * (size_t)iters + (size_t)i] > slowest[i]) slowest[i] = times[(size_t)r * (size_t)iters + (size_t)i];
+    for (int r = 0; r < ranks; ++r) {
+      const double t = times[(size_t)r * (size_t)iters + (size_t)i];
+      if (t > slowest[i]) slowest[i] = t;
+    }
   }
   qsort(slowest, (size_t)iters, sizeof(double), cmp);
   printf("bare one-shot 8 B all-reduce, %d ranks on %d cores (%s): median %.3f us (p10 %.3f, p90 %.3f)\n", ranks,
