@@ -44,6 +44,16 @@ child_pid() {
   done
   return 1
 }
+# "[rN] /path/object(+0xOFF)[0xADDR]" -> "function at file:line (object)"
+# when addr2line knows it, else the frame as printed.
+resolve_frame() {
+  local object offset where
+  [[ $1 =~ ^\[r[0-9]+\]\ ([^\(]+)\(\+(0x[0-9a-f]+)\) ]] || { echo "${1#* }"; return; }
+  object=${BASH_REMATCH[1]} offset=${BASH_REMATCH[2]}
+  # A return address is the instruction after the call: look up the call.
+  where=$(addr2line -f -C -p -e "$object" "$(printf '0x%x' $((offset - 1)))" 2>/dev/null)
+  case $where in "" | "?? ??:0") echo "${1#* }" ;; *) echo "$where (${object##*/})" ;; esac
+}
 median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
 status=0
@@ -106,6 +116,10 @@ for t in $transports; do
         continue
       fi
       notes+=("$what: rank $r: ${line:-no error line} [$(grep "^commrun: rank $r " "$log" | head -1)]")
+      # A crash prints its frames (comm-fault-target's handler); resolved here,
+      # while the build that ran exists, since the CI log is all that is kept.
+      while IFS= read -r frame; do notes+=("  $(resolve_frame "$frame")"); done < <(
+        grep -A40 "^\[r$r\] fault-target: crashed" "$log" | grep "^\[r$r\] /" | head -40)
       mkdir -p "$keep" && cp "$log" "$keep/"
     done
   done

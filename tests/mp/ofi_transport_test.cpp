@@ -17,12 +17,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <sys/mman.h>
 #include <time.h>
 #include <vector>
 
@@ -167,6 +169,65 @@ TEST_CASE("ofi: a cancelled receive is withdrawn and the tag stays usable") {
         t.isend(1, 3, &value, sizeof value, s);
         drive(t, {&s});
         CHECK(token == 1);
+      }
+    });
+  }
+}
+
+TEST_CASE("ofi: a send the provider cannot withdraw never reads its buffer after it is reported failed") {
+  // rxm cannot take back a rendezvous send: cancel() has to report it failed
+  // while the provider still holds it. The caller may then free the buffer
+  // (a failed collective frees its scratch), so nothing may read it
+  // afterwards, even when the receiver asks for the data only then. The
+  // buffer is unmapped here, so a late read is a crash, not a silent one.
+  for (const std::string prov : kProviders) {
+    CAPTURE(prov);
+    Group g = make_group(2, prov);
+    constexpr std::size_t bytes = 16u << 20;  // far above rxm's rendezvous threshold
+    std::atomic<bool> unmapped{false};
+    on_threads(2, [&](int r) {
+      comm::Transport& t = *g[static_cast<std::size_t>(r)];
+      int hello = r, heard = -1;  // connects the pair, so the big send is accepted at once
+      comm::Completion hs, hr;
+      t.irecv(1 - r, 6, &heard, sizeof heard, hr);
+      t.isend(1 - r, 6, &hello, sizeof hello, hs);
+      drive(t, {&hs, &hr});
+      REQUIRE(heard == 1 - r);
+      if (r == 0) {
+        void* buf = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(buf != MAP_FAILED);
+        std::memset(buf, 0x5a, bytes);
+        comm::Completion s;
+        t.isend(1, 7, buf, bytes, s);
+        for (int i = 0; i < 100; ++i) t.progress();  // the request to send reaches rank 1
+        t.cancel(s);
+        CHECK(s.state.load() == comm::Completion::failed);
+        CHECK(s.code == comm::ErrorCode::aborted);
+        CHECK_MESSAGE(s.message.find("closed its endpoint") != std::string::npos, s.message);
+        ::munmap(buf, bytes);
+        unmapped = true;
+        // Keep driving the transport while rank 1 asks for the data.
+        const auto until = Clock::now() + 1500ms;
+        while (Clock::now() < until)
+          if (!t.progress()) t.wait(std::min(until, Clock::now() + 10ms));
+        // Nothing can be posted on a closed endpoint: a later send fails at once, saying why.
+        comm::Completion later;
+        t.isend(1, 8, &hello, sizeof hello, later);
+        CHECK(later.state.load() == comm::Completion::failed);
+        CHECK(later.code == comm::ErrorCode::transport_failure);
+        CHECK_MESSAGE(later.message.find("endpoint was closed") != std::string::npos, later.message);
+      } else {
+        while (!unmapped) std::this_thread::sleep_for(1ms);
+        std::vector<std::uint8_t> in(bytes);
+        comm::Completion c;
+        t.irecv(0, 7, in.data(), bytes, c);
+        const auto until = Clock::now() + 1500ms;
+        while (c.is_pending() && Clock::now() < until)
+          if (!t.progress()) t.wait(std::min(until, Clock::now() + 10ms));
+        // The data left with the sender's endpoint: whatever lay at that
+        // address afterwards must not arrive here as if it had been sent.
+        CHECK_MESSAGE(c.state.load() != comm::Completion::done, "received " << int(in[bytes / 2]));
+        if (c.is_pending()) t.cancel(c);
       }
     });
   }

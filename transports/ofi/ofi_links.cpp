@@ -274,7 +274,7 @@ bool OfiTransport::check_liveness(Clock::time_point now) {
                      ") on this host has exited (exited: " + list + ")");
   for (int p = 0; p < size_; ++p) {
     const auto i = static_cast<std::size_t>(p);
-    if (p != rank_ && probe_tag_ && peer_failed_[i].empty() && !probe_in_flight_[i] &&
+    if (ep_ && p != rank_ && probe_tag_ && peer_failed_[i].empty() && !probe_in_flight_[i] &&
         oldest[i] != Clock::time_point::max() && now - oldest[i] >= kLivenessInterval)
       send_probe(p);
   }
@@ -282,6 +282,7 @@ bool OfiTransport::check_liveness(Clock::time_point now) {
 }
 
 void OfiTransport::post_probe_recv() {
+  if (!ep_) return;  // closed: nothing is posted any more
   Op* op = new_op(Op::Kind::probe_recv, rank_, probe_tag_, &probe_byte_, 0, nullptr);
   const ssize_t ret = post(op);
   if (ret == 0) {
@@ -345,9 +346,10 @@ void OfiTransport::fail_peer(int peer, const std::string& why) {
 }
 
 // Fails `ops` (all with a dead peer, or pending when one died) so that no
-// buffer is touched after its Completion reports the failure: cancelled, and
-// detached where the provider will not hand one back in time. The cancel
-// completions carry the reason to the callers (see on_error).
+// buffer is touched after its Completion reports the failure: cancelled,
+// and where the provider will not hand one back in time, the endpoint is
+// closed first. The cancel completions carry the reason to the callers (see
+// on_error).
 void OfiTransport::withdraw(const std::vector<Op*>& ops) {
   std::vector<Completion*> withdrawn;
   for (Op* op : ops) {
@@ -364,20 +366,40 @@ void OfiTransport::withdraw(const std::vector<Op*>& ops) {
       withdrawn.push_back(op->c);
     }
   }
+  std::vector<Op*> stuck;  // the provider will not hand these back
   for (Completion* c : withdrawn) {
     auto it = active_.find(c);
     if (it == active_.end()) continue;
     const Clock::duration bound = it->second->kind == Op::Kind::recv ? kCancelRecvBound : kCancelSendBound;
     if (poll_until_gone(*c, bound)) continue;
-    it = active_.find(c);
-    Op* op = it->second;
-    const std::string what = describe(*op);
-    const int cause = dead_cause(op->peer);
-    active_.erase(it);
-    --pending_per_peer_[static_cast<std::size_t>(op->peer)];
-    op->c = nullptr;
-    c->fail(ErrorCode::peer_failed, what + ": " + death_of(cause), cause == op->peer ? -1 : cause);
+    if ((it = active_.find(c)) != active_.end()) stuck.push_back(it->second);
   }
+  if (stuck.empty()) return;
+  close_endpoint(provider_ + " could not withdraw " + describe(*stuck.front()) +
+                 (stuck.size() > 1 ? " and " + std::to_string(stuck.size() - 1) + " more" : std::string()) +
+                 " after rank " + std::to_string(first_dead_) + " failed");
+  for (Op* op : stuck) {
+    const int cause = dead_cause(op->peer);
+    fail(op, ErrorCode::peer_failed, describe(*op) + ": " + death_of(cause), cause);
+  }
+  if (!active_.empty()) fail_all(ErrorCode::peer_failed, death_of(first_dead_));
+}
+
+// An operation the provider will not hand back still reads (a send) or
+// writes (a receive) its buffer, which the caller may free as soon as the
+// operation is reported failed: a failed collective frees its scratch, and a
+// live receiver would be handed whatever then lies there as data. Closing the
+// endpoint is the only way to make the provider let go. cancel and withdraw
+// run only on the way to failing the communicator, so what is lost is this
+// transport, which from now on fails every operation at once.
+void OfiTransport::close_endpoint(const std::string& why) noexcept {
+  COMM_WARN("ofi: " << why << "; closing the endpoint so that no buffer is touched after its operation failed");
+  close_provider();
+  if (broken_.empty()) broken_ = "the endpoint was closed (" + why + ")";
+  backlog_.clear();
+  std::fill(backlogged_.begin(), backlogged_.end(), 0);
+  probe_recv_ = nullptr;
+  std::fill(probe_in_flight_.begin(), probe_in_flight_.end(), nullptr);
 }
 
 int OfiTransport::dead_cause(int peer) const noexcept {

@@ -140,6 +140,12 @@ OfiTransport::~OfiTransport() {
 }
 
 void OfiTransport::release() noexcept {
+  close_provider();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+void OfiTransport::close_provider() noexcept {
   // Closing the endpoint discards whatever is still posted; only then may the
   // Op records (and the buffers they point at) be forgotten.
   InProvider watched(watchdog_.get());
@@ -153,8 +159,7 @@ void OfiTransport::release() noexcept {
   cq_ = nullptr;
   domain_ = nullptr;
   fabric_ = nullptr;
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  wake_fd_ = -1;
+  cq_fd_ = -1;
 }
 
 void OfiTransport::open_endpoint() {
@@ -345,17 +350,18 @@ void OfiTransport::submit(Op* op) {
     ++queued;
     return;
   }
-  ssize_t ret = post(op);
-  if (ret == -FI_EAGAIN) {
-    // Out of provider resources: completions free them.
-    poll_cq();
-    ret = post(op);
-  }
+  const ssize_t ret = post(op);
   if (ret == 0) {
     op->state = Op::State::posted;
   } else if (ret == -FI_EAGAIN) {
+    // Out of provider resources: completions free them. Queued before the
+    // poll, because a completion may report a failure, and withdrawing then
+    // looks for this operation among the queued ones (an operation marked as
+    // queued but missing from the queue corrupted it).
     backlog_.push_back(op);
     ++queued;
+    poll_cq();
+    drain_backlog();
   } else {
     fail(op, ErrorCode::transport_failure, describe(*op) + ": posting failed: " + fi_error_text(static_cast<int>(ret)));
   }
@@ -413,7 +419,8 @@ void OfiTransport::unbacklog(Op* op) noexcept {
 bool OfiTransport::poll_cq() {
   fi_cq_tagged_entry entries[16];
   bool changed = false;
-  for (;;) {
+  // A handler may close the endpoint (a failure it reports; see close_endpoint).
+  while (cq_) {
     ssize_t n;
     {
       InProvider watched(watchdog_.get());
@@ -520,8 +527,10 @@ void OfiTransport::on_error(const fi_cq_err_entry& err) {
 }
 
 bool OfiTransport::progress() {
+  if (!ep_) return false;  // closed: every operation has failed, none can be posted
   bool changed = drain_backlog();
   changed |= poll_cq();
+  if (!ep_) return true;  // a failure it reported closed the endpoint
   const auto now = Clock::now();
   if (now >= next_liveness_) changed |= check_liveness(now);
   return changed;
@@ -544,7 +553,7 @@ void OfiTransport::wait(Clock::time_point deadline) {
     if (now - start >= kSpinAlone) ::sched_yield();
   }
 
-  if (can_block_) {
+  if (can_block_ && cq_) {
     fid* fids[] = {&cq_->fid};
     // fi_trywait says whether sleeping is safe: -FI_EAGAIN means the provider
     // has work that only another poll will surface.
@@ -606,14 +615,12 @@ void OfiTransport::cancel(Completion& c) noexcept {
   }
   const auto bound = op->kind == Op::Kind::recv ? kCancelRecvBound : kCancelSendBound;
   if (poll_until_gone(c, bound)) return;
-  // The provider keeps the operation (rxm cannot withdraw a send): detach the
-  // caller's Completion; the record is recycled when the provider lets go.
+  // The provider keeps the operation (rxm cannot withdraw a send).
   const std::string what = describe(*op);
-  active_.erase(it);
-  --pending_per_peer_[static_cast<std::size_t>(op->peer)];
-  op->c = nullptr;
-  c.fail(ErrorCode::aborted, what + ": cancelled; " + provider_ +
-                                 " could not withdraw it, so it may still read the buffer until the transport is destroyed");
+  close_endpoint(provider_ + " could not withdraw a cancelled " + what);
+  fail(op, ErrorCode::aborted,
+       what + ": cancelled; " + provider_ + " could not withdraw it, so this rank closed its endpoint");
+  if (!active_.empty()) fail_all(ErrorCode::aborted, "cancelled: " + broken_);
 }
 
 bool OfiTransport::poll_until_gone(Completion& c, Clock::duration bound) noexcept {

@@ -7,7 +7,7 @@
 // Each posted operation owns an Op record whose first member is the
 // fi_context2 libfabric asks for (FI_CONTEXT/FI_CONTEXT2 mode); the caller's
 // Completion is reached through it and is never touched after it completes,
-// fails or cancel() returns.
+// fails or cancel() returns, nor is its buffer (see close_endpoint).
 
 #include <comm/transport.hpp>
 
@@ -169,7 +169,8 @@ class OfiTransport final : public TransportBase {
   void choose_provider();
   void open_endpoint();
   void exchange_names(Store* store);  // null when size is 1
-  void release() noexcept;
+  void release() noexcept;         // the provider's objects and the wake fd
+  void close_provider() noexcept;  // the provider's objects only
 
   // data path
   void check_post(int peer, std::uint64_t tag, std::size_t bytes, const char* what) const;
@@ -205,6 +206,7 @@ class OfiTransport final : public TransportBase {
   int dead_cause(int peer) const noexcept;
   std::string death_of(int peer) const;  // why `peer` is dead ("cancelled" for -1)
   void fail_all(ErrorCode code, const std::string& why);
+  void close_endpoint(const std::string& why) noexcept;  // for ops the provider will not hand back
   bool poll_until_gone(Completion& c, Clock::duration bound) noexcept;
 
   std::chrono::milliseconds timeout_;
