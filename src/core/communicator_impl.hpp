@@ -185,6 +185,7 @@ class CommunicatorImpl {
   };
   std::array<RecentCall, 16> recent_calls_{};
   std::unique_ptr<StallProbe> stall_probe_;  // of the operation being waited for
+  std::shared_ptr<StallNoteOrder> stall_note_order_ = std::make_shared<StallNoteOrder>();
   std::chrono::milliseconds stall_after_{1000};
   Clock::time_point next_liveness_check_{};  // see check_local_peers
   std::atomic<bool> aborted_{false};

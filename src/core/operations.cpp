@@ -295,16 +295,23 @@ std::pair<std::string, int> CommunicatorImpl::explain_timeout(const Operation& o
                 ", which hosts it, may be frozen too",
             static_cast<int>(host)};
   }
-  const std::vector<int> culprits = holding_up(*notes, peers, op.seq, rank_);
+  const std::vector<Holdup> culprits = holding_up(*notes, peers, op.seq, rank_);
   std::string why;
-  for (int r : culprits) {
-    const auto& note = (*notes)[static_cast<std::size_t>(r)];
-    why += "; rank " + std::to_string(r) + " has not entered " + std::string(to_string(op.collective)) + " #" +
-           std::to_string(op.seq) + " (" +
-           (note ? "its last progress note is from #" + std::to_string(note->seq) : std::string("it sent no progress note")) +
+  for (const Holdup& h : culprits) {
+    const auto& note = (*notes)[static_cast<std::size_t>(h.rank)];
+    // An earlier collective's kind is not known here, only its number.
+    const std::string which = h.seq == op.seq ? std::string(to_string(op.collective)) + " #" + std::to_string(h.seq)
+                                              : "collective #" + std::to_string(h.seq);
+    if (h.via >= 0)
+      why += "; rank " + std::to_string(h.via) + " is still in " + which + ", waiting on rank " +
+             std::to_string(h.rank);
+    why += "; rank " + std::to_string(h.rank) + " has not entered " + which + " (" +
+           (!note ? std::string("it sent no progress note")
+                  : std::string(note->waiting ? "its last progress note is from #" : "it last noted moving on past #") +
+                        std::to_string(note->seq)) +
            "): it is frozen, stuck outside comm, or far behind";
   }
-  return {why, culprits.size() == 1 ? culprits.front() : -1};
+  return {why, culprits.size() == 1 ? culprits.front().rank : -1};
 }
 
 void CommunicatorImpl::remember_call(const Operation& op) {
@@ -328,7 +335,7 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
     for (const RecentCall& r : recent_calls_)
       if (r.used) notes.push_back({r.call.seq, r.signature, r.call.describe()});
     stall_probe_ = std::make_unique<StallProbe>(store_, rank_, std::move(notes), op.run->waiting_on(), op.seq,
-                                                op.signature);
+                                                op.signature, stall_note_order_);
     return;
   }
   if (!stall_probe_) return;
@@ -466,7 +473,12 @@ bool CommunicatorImpl::wait(Operation& op, std::optional<Clock::time_point> limi
   };
   const bool finished = progress_until([&] { return !running(); }, [&] { return progress_all(); }, idle,
                                        limit.value_or(Clock::time_point::max()));
-  if (!running()) stall_probe_.reset();
+  if (!running()) {
+    // A stalled collective that completed: the others must not take this
+    // rank to be still waiting in it (core/peer_notes.hpp holding_up).
+    if (stall_probe_ && op.state != Operation::State::failed) stall_probe_->moved_on();
+    stall_probe_.reset();
+  }
   if (op.state == Operation::State::failed) throw Error(op.code, op.message);
   return finished;
 }

@@ -191,23 +191,32 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
 
 struct StallProbe::State {
   std::atomic<bool> stop{false};
+  std::atomic<bool> moved_on{false};
   mutable std::mutex mu;
   std::optional<std::string> mismatch;
   std::optional<PeerFailure> failure;
 };
 
 StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
-                       std::uint64_t seq, std::uint64_t signature)
+                       std::uint64_t seq, std::uint64_t signature, std::shared_ptr<StallNoteOrder> order)
     : state_(std::make_shared<State>()) {
   std::ostringstream out = util::c_ostream();
   for (const CallNote& n : mine) out << n.seq << ' ' << n.signature << ' ' << n.description << '\n';
+  const std::string calls = out.str();
   // Last: the call lines above are read until the first line that is not one.
   out << "waiting " << seq;
   for (int p : peers) out << ' ' << p;
   out << '\n';
+  const std::uint64_t mine_number = order->newest.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // Only while no newer probe exists: then what this one writes is the latest word.
+  const auto write_note = [store, rank, order, mine_number](const std::string& text) {
+    std::lock_guard lk(order->write);
+    if (order->newest.load(std::memory_order_acquire) == mine_number) store->set(stall_key(rank), text);
+  };
   run_bounded(
-      [store = std::move(store), rank, text = out.str(), peers = std::move(peers), seq, signature, s = state_] {
-        store->set(stall_key(rank), text);
+      [store = std::move(store), rank, text = out.str(), moved = calls + "moved on past " + std::to_string(seq) + "\n",
+       write_note, peers = std::move(peers), seq, signature, s = state_] {
+        write_note(text);
         while (!s->stop.load(std::memory_order_acquire)) {
           for (int peer : peers) {
             if (!store->check(stall_key(peer))) continue;
@@ -228,11 +237,14 @@ StallProbe::StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallN
           }
           std::this_thread::sleep_for(kPoll);
         }
+        if (s->moved_on.load(std::memory_order_acquire)) write_note(moved);
       },
       0ms);
 }
 
 StallProbe::~StallProbe() { state_->stop.store(true, std::memory_order_release); }
+
+void StallProbe::moved_on() noexcept { state_->moved_on.store(true, std::memory_order_release); }
 
 std::optional<std::string> StallProbe::mismatch() const {
   std::lock_guard lk(state_->mu);
@@ -247,10 +259,16 @@ std::optional<PeerFailure> StallProbe::failure() const {
 namespace {
 
 std::optional<StallNote> parse_stall_note(const std::string& text) {
+  StallNote n;
+  if (const auto past = text.rfind("moved on past "); past != std::string::npos) {
+    std::istringstream in(text.substr(past + 14));
+    n.waiting = false;
+    if (!(in >> n.seq)) return std::nullopt;
+    return n;
+  }
   const auto at = text.rfind("waiting ");
   if (at == std::string::npos) return std::nullopt;
   std::istringstream in(text.substr(at + 8));
-  StallNote n;
   if (!(in >> n.seq)) return std::nullopt;
   for (int r; in >> r;) n.waiting_on.push_back(r);
   return n;
@@ -277,23 +295,55 @@ std::optional<StallNotes> read_stall_notes(std::shared_ptr<Store> store, int siz
   return shared->notes;
 }
 
-std::vector<int> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq, int self) {
-  std::vector<char> seen(notes.size(), 0);
-  std::vector<int> todo(waiting_on.begin(), waiting_on.end()), culprits;
-  while (!todo.empty()) {
-    const int r = todo.back();
-    todo.pop_back();
-    if (r < 0 || r >= static_cast<int>(notes.size()) || r == self || seen[static_cast<std::size_t>(r)]) continue;
-    seen[static_cast<std::size_t>(r)] = 1;
-    const auto& note = notes[static_cast<std::size_t>(r)];
-    if (!note || note->seq < seq) {
-      culprits.push_back(r);
-      continue;
+namespace {
+
+struct HoldupSearch {
+  const StallNotes& notes;
+  int self;
+  std::vector<char> seen, held;  // by rank: visited once only (cycles); what that visit found
+  std::vector<Holdup> out;
+
+  // Whether rank r's part of collective `seq` is held up by a blamed rank
+  // (r itself, or one it waits on); `via`: the rank waiting on r, if r is
+  // reached through a rank that is behind.
+  bool visit(int r, std::uint64_t seq, int via) {
+    if (r < 0 || r >= static_cast<int>(notes.size()) || r == self) return false;
+    const auto i = static_cast<std::size_t>(r);
+    if (seen[i]) return held[i] != 0;  // a cycle answers "not held" while it is being visited
+    seen[i] = 1;
+    const auto& note = notes[i];
+    bool by_others = false;
+    if (note && note->seq >= seq) {
+      // In `seq` or later: waiting there on others, or past it (not holding it up).
+      if (note->waiting)
+        for (int w : note->waiting_on) by_others = visit(w, note->seq, -1) || by_others;
+      held[i] = by_others;
+      return by_others;
     }
-    todo.insert(todo.end(), note->waiting_on.begin(), note->waiting_on.end());
+    if (note && note->waiting) {
+      // Behind, but stuck waiting in an earlier collective: whoever has not
+      // entered that one holds up both.
+      for (int w : note->waiting_on) by_others = visit(w, note->seq, r) || by_others;
+      if (by_others) {
+        held[i] = 1;
+        return true;
+      }
+    }
+    out.push_back({r, seq, via});
+    held[i] = 1;
+    return true;
   }
-  std::sort(culprits.begin(), culprits.end());
-  return culprits;
+};
+
+}  // namespace
+
+std::vector<Holdup> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq,
+                               int self) {
+  HoldupSearch search{notes, self, std::vector<char>(notes.size(), 0), std::vector<char>(notes.size(), 0), {}};
+  for (int r : waiting_on) search.visit(r, seq, -1);
+  std::vector<Holdup> out = std::move(search.out);
+  std::sort(out.begin(), out.end(), [](const Holdup& a, const Holdup& b) { return a.rank < b.rank; });
+  return out;
 }
 
 }  // namespace comm::detail

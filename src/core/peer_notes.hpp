@@ -99,6 +99,14 @@ struct CallNote {
   std::string description;
 };
 
+// Orders one rank's writes of stall/<rank>: the probes' threads are
+// detached, so an older probe's last word could land after a newer one's
+// first. Shared by a communicator's probes; only the newest probe writes.
+struct StallNoteOrder {
+  std::mutex write;                     // held around every write of the note
+  std::atomic<std::uint64_t> newest{0};  // the newest probe's number
+};
+
 // The stall diagnosis of one waiting collective, running in the background.
 class StallProbe {
  public:
@@ -108,10 +116,16 @@ class StallProbe {
   // and for a failure any other rank published (a transport may not notice
   // that a peer it waits on gave up: Gloo misses some closed connections).
   StallProbe(std::shared_ptr<Store> store, int rank, std::vector<CallNote> mine, std::vector<int> peers,
-             std::uint64_t seq, std::uint64_t signature);
+             std::uint64_t seq, std::uint64_t signature, std::shared_ptr<StallNoteOrder> order);
   ~StallProbe();  // stops the probe (the thread ends by itself)
   StallProbe(const StallProbe&) = delete;
   StallProbe& operator=(const StallProbe&) = delete;
+
+  // The collective completed after all: the note is rewritten to say so
+  // ("moved on past <seq>") when the probe stops, unless a newer probe has
+  // written since. A rank stuck elsewhere later is then not taken to be
+  // still waiting in this collective (see holding_up).
+  void moved_on() noexcept;
 
   // Non-blocking: the mismatch found so far, as "rank P's call: <description>".
   std::optional<std::string> mismatch() const;
@@ -124,10 +138,12 @@ class StallProbe {
 };
 
 // Where a rank stood when its last stalled collective was noted: the
-// collective it waited in (`seq`) and the ranks it waited on.
+// collective it waited in (`seq`) and the ranks it waited on; or, once that
+// collective completed, that it moved on past `seq` (waiting false).
 struct StallNote {
   std::uint64_t seq = 0;
   std::vector<int> waiting_on;
+  bool waiting = true;
 };
 using StallNotes = std::vector<std::optional<StallNote>>;  // by rank; nullopt: none published
 
@@ -135,10 +151,23 @@ using StallNotes = std::vector<std::optional<StallNote>>;  // by rank; nullopt: 
 // nullopt when the store did not answer in time (it may be frozen).
 std::optional<StallNotes> read_stall_notes(std::shared_ptr<Store> store, int size, std::chrono::milliseconds budget);
 
+// A rank holding up a collective: it has not noted being in collective
+// `seq` (frozen, stuck outside comm, or behind). `via` >= 0: `seq` is not the
+// collective that timed out but an earlier one, in which rank `via` is still
+// waiting on it, and `via` is therefore behind too.
+struct Holdup {
+  int rank = -1;
+  std::uint64_t seq = 0;
+  int via = -1;
+  bool operator==(const Holdup&) const = default;
+};
+
 // The ranks holding up collective `seq`: starting from `waiting_on` (whom
-// this rank waits on) and following whom each noted rank waits on, the
-// ranks reached that have not noted being in `seq` or later (frozen, stuck
-// outside comm, or behind). Ascending.
-std::vector<int> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq, int self);
+// this rank waits on) and following whom each noted rank waits on. A rank
+// that is itself behind but still waiting in an earlier collective passes
+// the blame to the ranks it waits on there, when one of them has not
+// entered that collective. By rank.
+std::vector<Holdup> holding_up(const StallNotes& notes, const std::vector<int>& waiting_on, std::uint64_t seq,
+                               int self);
 
 }  // namespace comm::detail

@@ -48,7 +48,7 @@ int main() {
   } catch (const comm::Error& e) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string what = e.what();
-    const bool named = what.find("waiting for rank(s) " + std::to_string(last) + ",") != std::string::npos;
+    const bool named = what.find("waiting for rank " + std::to_string(last) + ", which has not arrived") != std::string::npos;
     const bool ok = e.code() == comm::ErrorCode::timeout && named && s >= 0.9 && s < 10;
     std::printf("%s: rank %d failed after %.2f s (%s): %s\n", ok ? "ok" : "FAIL", c.rank(), s,
                 comm::to_string(e.code()).data(), e.what());

@@ -232,8 +232,12 @@ void ShmTransport::fail_direct_wait(unsigned slot, std::span<const FlagWait> wai
   std::vector<int> behind;
   for (const FlagWait& w : waits)
     if (flag(w.rank, slot) < w.value) behind.push_back(w.rank);
-  throw Error(ErrorCode::timeout, "shm: rank " + std::to_string(rank_) + " timed out waiting for rank(s) " +
-                                      join(behind) + ", which had not arrived");
+  // The wording of the core's timeouts, so that tools and people read one phrase.
+  const bool one = behind.size() == 1;
+  throw Error(ErrorCode::timeout, "shm: rank " + std::to_string(rank_) + " timed out waiting for " +
+                                      (one ? "rank " : "ranks ") + join(behind) + ", which " +
+                                      (one ? "has" : "have") +
+                                      " not arrived: frozen, stuck outside comm, or far behind");
 }
 
 void ShmTransport::check_direct_peers(unsigned slot, std::span<const FlagWait> waits) {
