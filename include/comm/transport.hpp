@@ -173,6 +173,9 @@ struct DirectMemoryInfo {
   MemoryKind memory = MemoryKind::host;  ///< where windows live (host: shared memory; cuda: device memory)
   std::size_t window_bytes = 0;          ///< bytes of one window slot, its flag word included
   unsigned slots = 2;                    ///< slots per window: call seq uses slot seq % slots
+  /// Host memory: how long a waiter may spin on a flag before it yields (0 when the
+  /// ranks outnumber the cores); an executor polling data of its own bounds its spin so.
+  std::uint32_t spin_ns = 2000;
   /// For the cost model: microseconds until another rank sees a flag (a cache-line hand-off
   /// between cores for host memory); GB/s at which a rank reads another rank's window,
   /// copies within its own memory, and produces the result of a two-source reduction.

@@ -345,3 +345,99 @@ TEST_CASE("shm direct waits end: abort, timeout naming the missing rank, a peer 
   }
   leaver.join();
 }
+
+namespace {
+
+// One f32 sum all-reduce of `count` elements on every rank of `g` through
+// mem_oneshot, rank `late` entering `delay` after the others; returns each
+// rank's output (empty when its call threw; the error lands in `errors`).
+std::vector<std::vector<float>> oneshot_f32(std::vector<std::unique_ptr<Transport>>& g, std::vector<std::size_t> counts,
+                                            int call, std::vector<std::string>& errors, int late = -1,
+                                            std::chrono::milliseconds delay = {}) {
+  const int n = static_cast<int>(g.size());
+  const direct::DirectAlgorithm* a = direct::find_direct_algorithm(Collective::allreduce, "mem_oneshot");
+  std::vector<std::vector<float>> outs(g.size());
+  errors.assign(g.size(), "");
+  on_ranks(n, [&](int r) {
+    const auto ur = static_cast<std::size_t>(r);
+    Transport& t = *g[ur];
+    thread_local std::unique_ptr<direct::DirectEngine> engine;  // one per rank thread and group
+    engine = std::make_unique<direct::DirectEngine>(t, *t.direct(), r, n);
+    std::vector<float> in(counts[ur]), out(counts[ur], -1.0f);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1.0f / static_cast<float>(r + 3) + static_cast<float>(i % 13 + call);
+    direct::DirectRun run;
+    run.input = in.data();
+    run.output = out.data();
+    run.count = counts[ur];
+    run.in_bytes = run.out_bytes = counts[ur] * 4;
+    run.dtype = DataType::f32;
+    run.deadline = Clock::now() + std::chrono::seconds(20);
+    if (r == late) std::this_thread::sleep_for(delay);
+    try {
+      for (int k = 0; k < call; ++k) {  // calls before this one, matching
+        std::vector<float> warm(counts[ur], 1.0f), sink(counts[ur]);
+        direct::DirectRun w = run;
+        w.input = warm.data();
+        w.output = sink.data();
+        engine->run(*a, w);
+      }
+      engine->run(*a, run);
+      outs[ur] = out;
+    } catch (const Error& e) {
+      errors[ur] = e.what();
+      if (out != std::vector<float>(counts[ur], -1.0f)) errors[ur] += " [OUTPUT CHANGED]";
+    }
+  });
+  return outs;
+}
+
+}  // namespace
+
+TEST_CASE("shm direct engine: a one-shot in line flags gives the program's bits, late peers, mismatch") {
+  // Spinning 50 us: the peers' lines are read as they land; 0: every read
+  // waits on the peer's flag first (as with more ranks than cores).
+  for (const char* spin : {"50", "0"}) {
+    for (int n : {2, 3, 4}) {
+      // 11 elements: 44 B, one line; 14: one full line; 300: a partial last line; 518: the largest (2072 B).
+      for (std::size_t count : {std::size_t{11}, std::size_t{14}, std::size_t{300}, std::size_t{518}}) {
+        INFO("spin_us=" << spin << " n=" << n << " count=" << count);
+        auto g = make_group(n, {{"shm.spin_us", spin}});
+        std::vector<std::string> errors;
+        const int late = n - 1;
+        const auto outs = oneshot_f32(g, std::vector<std::size_t>(static_cast<std::size_t>(n), count), 2, errors,
+                                      late, std::chrono::milliseconds(20));
+        for (int r = 0; r < n; ++r) {
+          REQUIRE(errors[static_cast<std::size_t>(r)] == "");
+          for (std::size_t i = 0; i < count; ++i) {
+            float want = 0;  // folded in rank order, as every direct algorithm does
+            for (int p = 0; p < n; ++p) {
+              const float v = 1.0f / static_cast<float>(p + 3) + static_cast<float>(i % 13 + 2);
+              want = p == 0 ? v : want + v;
+            }
+            if (std::memcmp(&outs[static_cast<std::size_t>(r)][i], &want, 4) != 0) {
+              FAIL_CHECK("rank " << r << " element " << i << ": " << outs[static_cast<std::size_t>(r)][i] << " != " << want);
+              break;
+            }
+          }
+        }
+        // The lines really carried it: every rank's line region holds the last call's number as its first tag.
+        const auto info = g[0]->direct()->info();
+        for (int r = 0; r < n; ++r) {
+          const std::byte* slot = g[0]->direct()->window(r, 3 % info.slots);
+          std::uint64_t tag = 0;
+          std::memcpy(&tag, slot + info.window_bytes - kDirectLineRegionBytes + kDirectLinePayload, 8);
+          CHECK(tag == 3);
+        }
+      }
+    }
+  }
+  // Ranks in calls of different sizes fail with mismatch, their outputs untouched.
+  auto g = make_group(2);
+  std::vector<std::string> errors;
+  oneshot_f32(g, {300, 301}, 1, errors);
+  for (const auto& e : errors) {
+    CHECK(e.find("allreduce of 300 elements") != std::string::npos);
+    CHECK(e.find("allreduce of 301 elements") != std::string::npos);
+    CHECK(e.find("OUTPUT CHANGED") == std::string::npos);
+  }
+}

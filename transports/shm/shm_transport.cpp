@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <optional>
 #include <cerrno>
 #include <cstdlib>
@@ -195,6 +196,7 @@ DirectMemoryInfo ShmTransport::info() const noexcept {
   i.memory = MemoryKind::host;
   i.window_bytes = segment_.layout().window_bytes;
   i.slots = kSlots;
+  i.spin_ns = static_cast<std::uint32_t>(std::min<std::int64_t>(sync_->policy().spin.count(), UINT32_MAX));
   i.flag_latency_us = 0.1;
   i.read_gbps = 12.0;
   i.copy_gbps = 20.0;

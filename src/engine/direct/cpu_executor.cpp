@@ -53,10 +53,13 @@ inline void check_calls(std::byte* const* win, const FlagWait* waits, std::size_
 }
 
 // Which call this is, published with the first signal (see comm/direct.hpp).
+// The call number goes last, with release: a reader of line flags that sees
+// it also sees the signature.
 void publish_call(const HostCall& call) {
   std::byte* mine = call.windows[call.rank];
   store_word(mine + kDirectSignatureOffset, call.call_word);
-  store_word(mine + kDirectCallOffset, call.seq);
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(mine + kDirectCallOffset))
+      .store(call.seq, std::memory_order_release);
 }
 
 // Waits for the k flags of `waits` (batched consecutive waits of one program),
@@ -239,7 +242,113 @@ std::optional<OneShotShape> one_shot_shape(const DirectProgram& program, int ran
   return shape;
 }
 
+namespace {
+
+// ---- the one-shot in line flags (OneShotShape::lines)
+
+void publish_lines(std::byte* region, const std::byte* input, std::size_t bytes, std::uint64_t seq) {
+  for (std::size_t at = 0; at < bytes; at += kDirectLinePayload, region += kDirectLineBytes) {
+    if (bytes - at >= kDirectLinePayload) std::memcpy(region, input + at, kDirectLinePayload);
+    else std::memcpy(region, input + at, bytes - at);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(region + kDirectLinePayload))
+        .store(seq, std::memory_order_release);
+  }
+}
+
+// Polls `ready` for up to `spin` (at least once); false when it never held.
+template <class Ready>
+bool poll_for(Ready&& ready, std::chrono::nanoseconds spin) {
+  if (ready()) return true;
+  if (spin.count() == 0) return false;
+  const auto end = std::chrono::steady_clock::now() + spin;
+  for (unsigned i = 1;; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (ready()) return true;
+    if ((i & 15) == 0 && std::chrono::steady_clock::now() >= end) return false;
+  }
+}
+
+// Reads the peers' lines in rank order, each as it lands, until one does not
+// come within HostCall::spin; from then on waits on the flags of the peers
+// not yet read (wait_batch: sleeping, deaths, timeouts, the call check) and
+// takes the rest, which the flag orders after the lines.
+class LineReader {
+ public:
+  LineReader(const OneShotShape& shape, DirectMemory& memory, const HostCall& call)
+      : shape_(shape), memory_(memory), call_(call) {}
+
+  // Copies `peer`'s message into `dst`.
+  void read(int peer, std::byte* dst) {
+    std::byte* win = call_.windows[peer];
+    if (!waited_) {
+      const auto entered = [&] { return load_flag(win + kDirectCallOffset) == call_.seq; };
+      if (poll_for(entered, call_.spin)) {
+        const std::uint64_t theirs = load_word(win + kDirectSignatureOffset);
+        if (theirs != call_.call_word) throw_mismatch(peer, theirs, call_);
+      } else {
+        wait_for_rest(peer);
+      }
+    }
+    const std::byte* line = win + shape_.lines;
+    for (std::size_t at = 0; at < shape_.bytes; at += kDirectLinePayload, line += kDirectLineBytes) {
+      const auto landed = [&] { return load_flag(line + kDirectLinePayload) == call_.seq; };
+      if (!waited_ && !poll_for(landed, call_.spin)) wait_for_rest(peer);
+      if (waited_ && !landed())
+        throw Error(ErrorCode::internal, "direct engine: rank " + std::to_string(peer) +
+                                             " signalled a one-shot whose line flags are not all there");
+      if (shape_.bytes - at >= kDirectLinePayload) std::memcpy(dst + at, line, kDirectLinePayload);
+      else std::memcpy(dst + at, line, shape_.bytes - at);
+    }
+  }
+
+ private:
+  // Waits for the signal of every peer from `from` on (rank order), as the program does.
+  void wait_for_rest(int from) {
+    waited_ = true;
+    std::size_t k = 0;
+    for (int p = from; p < shape_.nranks; ++p)
+      if (p != call_.rank) call_.wait_buffer[k++] = {p, direct_flag(call_.seq, 1)};
+    bool checked = false;
+    wait_batch(memory_, call_, call_.wait_buffer, k, checked);
+  }
+
+  const OneShotShape& shape_;
+  DirectMemory& memory_;
+  const HostCall& call_;
+  bool waited_ = false;
+};
+
+void run_one_shot_in_lines(const OneShotShape& shape, DirectMemory& memory, const HostCall& call) {
+  publish_call(call);
+  publish_lines(call.windows[call.rank] + shape.lines, call.input, shape.bytes, call.seq);
+  memory.signal(call.slot, direct_flag(call.seq, 1), nullptr);
+  if (call.after_first_signal) call.after_first_signal(call.after_first_signal_arg);
+  // Folded in rank order, two sources at a time, as reduce_in_order does:
+  // the same bits as the program's reduction on every rank.
+  alignas(64) std::array<std::byte, kDirectLineMaxBytes> first, next, acc;
+  LineReader reader(shape, memory, call);
+  const auto source = [&](int p, std::byte* room) -> const std::byte* {
+    if (p == call.rank) return call.input;
+    reader.read(p, room);
+    return room;
+  };
+  const int n = shape.nranks;
+  const std::byte* left = source(0, first.data());
+  for (int p = 1; p < n; ++p) {
+    const std::byte* right = source(p, next.data());
+    // The output is written last only: it may be the input (in place).
+    std::byte* dst = p + 1 == n ? call.output : acc.data();
+    kernels::reduce(dst, left, right, shape.elements, call.dtype, call.op);
+    left = dst;
+  }
+}
+
+}  // namespace
+
 void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const HostCall& call) {
+  if (shape.lines) return run_one_shot_in_lines(shape, memory, call);
   std::byte* const* win = call.windows;
   publish_call(call);
   std::byte* mine = win[call.rank] + shape.offset;

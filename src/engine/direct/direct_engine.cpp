@@ -19,6 +19,7 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
   host_.peer_reads = peer_reads_;
   host_.wait_buffer = wait_buffer_.data();
   host_.wait_capacity = wait_buffer_.size();
+  host_.spin = std::chrono::nanoseconds(info_.spin_ns);
   windows_.resize(info_.slots);
   for (unsigned s = 0; s < info_.slots; ++s)
     for (int p = 0; p < size_; ++p) windows_[s].push_back(memory_.window(p, s));
@@ -39,7 +40,7 @@ DirectArgs DirectEngine::args(const DirectAlgorithm& a, std::size_t count, std::
   d.count = count;
   d.elem_size = elem_size;
   d.root = root;
-  d.window_bytes = info_.window_bytes;
+  d.window_bytes = info_.window_bytes - (line_region_ ? kDirectLineRegionBytes : 0);
   d.peer_reads = peer_reads_ != nullptr;
   return d;
 }
@@ -107,6 +108,8 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
     auto p = std::make_unique<Plan>();
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
     p->one_shot = one_shot_shape(p->program, rank_, size_, elem_size);
+    if (p->one_shot && line_region_ && one_shot_in_lines(p->one_shot->offset, p->one_shot->bytes))
+      p->one_shot->lines = line_region_;
     p->algorithm_index = static_cast<std::size_t>(&a - all_direct_algorithms().data());
     if (p->program.scratch_bytes > scratch_.size()) {
       scratch_.resize(p->program.scratch_bytes);
@@ -139,7 +142,7 @@ void DirectEngine::check(const detail::Call& call, std::string_view algorithm) c
     throw Error(ErrorCode::unsupported, std::string(to_string(a->collective)) + ": algorithm '" +
                                             std::string(a->name) + "' does not fit " +
                                             std::to_string(call.count * esize) + " B per rank in windows of " +
-                                            std::to_string(info_.window_bytes) +
+                                            std::to_string(args(*a, call.count, esize, call.root).window_bytes) +
                                             " B (raise shm.size / COMM_SHM_SIZE, or pick another algorithm)");
   }
   last = Checked{a, algorithm, call.count, esize, call.root, nullptr};

@@ -44,6 +44,9 @@ struct DirectRun {
   void* after_first_signal_arg = nullptr;
 };
 
+// Windows below this keep all their bytes for the algorithms: no line region.
+inline constexpr std::size_t kLineRegionMinWindow = std::size_t{64} << 10;
+
 class DirectEngine final : public detail::Engine, public AlgorithmOffer {
  public:
   DirectEngine(Transport& transport, DirectMemory& memory, int rank, int size);
@@ -91,6 +94,9 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   DirectMemory& memory_;
   PeerReads* peer_reads_;  // memory_.peer_reads(): null when not offered
   DirectMemoryInfo info_;
+  // Where the line region starts in every slot (comm/direct.hpp), 0 when the
+  // windows are too small to spare it; the algorithms get the rest.
+  std::size_t line_region_ = info_.window_bytes >= kLineRegionMinWindow ? info_.window_bytes - kDirectLineRegionBytes : 0;
   DirectCosts costs_;
   int rank_;
   int size_;
