@@ -219,6 +219,36 @@ TEST_CASE("shm point-to-point: cancel withdraws a receive and an unmatched large
   CHECK(buf[0] == 0);
 }
 
+TEST_CASE("shm point-to-point: cancelling a send whose reader stopped mid-read ends, and the reader discards it") {
+  auto g = make_group(2);
+  Transport& t0 = *g[0];
+  Transport& t1 = *g[1];
+  std::vector<char> data(1 << 20, 'x'), buf(1 << 20, 0);
+  Completion send;
+  t0.isend(1, 5, data.data(), data.size(), send);  // rendezvous: an RTS and its word, posted
+  t0.progress();
+  // Rank 1 takes the send (posted -> reading, as start_rendezvous_recv does) and
+  // stops there, as a rank frozen by SIGSTOP between its read and "done".
+  const shm::Segment& seg = shm_of(t0).segment();
+  auto* word = reinterpret_cast<std::atomic<std::uint64_t>*>(seg.base() + seg.layout().pair_offset(0, 1) +
+                                                              sizeof(shm::RingControl));  // slot 0
+  std::uint64_t posted = word->load();
+  REQUIRE((posted & 0xff) == static_cast<std::uint64_t>(shm::Rendezvous::posted));
+  REQUIRE(word->compare_exchange_strong(posted, (posted & ~std::uint64_t{0xff}) |
+                                                    static_cast<std::uint64_t>(shm::Rendezvous::reading)));
+  const auto start = Clock::now();
+  t0.cancel(send);  // before: spun for as long as rank 1 stayed stopped
+  CHECK(Clock::now() - start < std::chrono::seconds(2));
+  CHECK(send.state == Completion::failed);
+  CHECK((word->load() & 0xff) == static_cast<std::uint64_t>(shm::Rendezvous::cancelled));
+  // Rank 1's receive of it now fails instead of taking whatever the buffer holds.
+  Completion late;
+  t1.irecv(0, 5, buf.data(), buf.size(), late);
+  CHECK(drive(t1, {&late}));
+  CHECK(late.state == Completion::failed);
+  CHECK(buf[0] == 0);
+}
+
 namespace {
 
 // Runs one direct algorithm on n threads over real transports and checks every

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <sys/random.h>
 #include <sys/uio.h>
 
@@ -296,9 +298,16 @@ void P2p::start_rendezvous_recv(int from, const Posted& r, std::uint64_t total, 
     iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)), static_cast<std::size_t>(total)};
     const ssize_t got = total ? ::process_vm_readv(p.pid, &local, 1, &remote, 1, 0) : 0;
     const int err = errno;
-    rv.store(word(ticket, Rendezvous::done), std::memory_order_release);
+    // The sender may have taken the send back meanwhile (cancel_outstanding:
+    // this rank stopped mid-read): then what was read may be anything.
+    std::uint64_t reading = word(ticket, Rendezvous::reading);
+    const bool kept = rv.compare_exchange_strong(reading, word(ticket, Rendezvous::done), std::memory_order_acq_rel);
     sync_.wake(from);
-    if (got != static_cast<ssize_t>(total))
+    if (!kept)
+      r.c->fail(ErrorCode::aborted, "shm: rank " + std::to_string(from) + " withdrew its send (tag " +
+                                        std::to_string(r.tag) + ") while this rank read it, after waiting " +
+                                        "for the read to end");
+    else if (got != static_cast<ssize_t>(total))
       r.c->fail(ErrorCode::transport_failure,
                 "shm: reading " + std::to_string(total) + " B from rank " + std::to_string(from) +
                     "'s memory failed: " + (got < 0 ? std::strerror(err) : "short read"));
@@ -499,6 +508,12 @@ bool P2p::cancel_queued(Completion& c) noexcept {
   return false;
 }
 
+// How long a peer's read of `bytes` of this rank's memory may take: 100 ms,
+// plus the bytes at 0.5 GB/s (one process_vm_readv copies at 2-10 GB/s here).
+std::chrono::nanoseconds P2p::read_grace(std::size_t bytes) noexcept {
+  return std::chrono::milliseconds(100) + std::chrono::nanoseconds(bytes * 2);
+}
+
 void P2p::cancel_outstanding(Completion& c) noexcept {
   for (int q = 0; q < n_; ++q) {
     if (q == rank_) continue;
@@ -509,9 +524,16 @@ void P2p::cancel_outstanding(Completion& c) noexcept {
       std::uint64_t expected = word(o.ticket, Rendezvous::posted);
       if (!p.rv_out[s].compare_exchange_strong(expected, word(o.ticket, Rendezvous::cancelled))) {
         // The receiver is reading our buffer right now: it finishes within a
-        // system call, or it died (its lock is gone).
-        while (state_of(p.rv_out[s].load(std::memory_order_acquire)) == Rendezvous::reading && seg_.alive(q))
-          cpu_relax();
+        // system call, or it died (its lock is gone), or it stopped (SIGSTOP,
+        // a debugger) between taking the send and saying it is done. Past a
+        // read's worth of time the send is taken back: the reader then finds
+        // its word changed and discards what it read.
+        const auto give_up = std::chrono::steady_clock::now() + read_grace(o.bytes);
+        while (state_of(p.rv_out[s].load(std::memory_order_acquire)) == Rendezvous::reading && seg_.alive(q) &&
+               std::chrono::steady_clock::now() < give_up)
+          std::this_thread::yield();
+        std::uint64_t reading = word(o.ticket, Rendezvous::reading);
+        p.rv_out[s].compare_exchange_strong(reading, word(o.ticket, Rendezvous::cancelled));
         if (state_of(p.rv_out[s].load(std::memory_order_acquire)) == Rendezvous::clear_to_send)
           p.queue.push_front({RecordKind::cancel, 0, nullptr, 0, 0, nullptr, o.ticket});
       }

@@ -27,6 +27,7 @@
 #include <comm/transport.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -148,6 +149,7 @@ class P2p {
   int free_rendezvous_slot(const Peer& p) const;
   bool cancel_queued(Completion& c) noexcept;
   void cancel_outstanding(Completion& c) noexcept;
+  static std::chrono::nanoseconds read_grace(std::size_t bytes) noexcept;
   void fail_peer(int peer, ErrorCode code, const std::string& why);
   void self_send(std::uint64_t tag, const void* data, std::size_t bytes, Completion& c);
   void self_recv(std::uint64_t tag, void* data, std::size_t bytes, Completion& c);
