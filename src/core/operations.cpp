@@ -3,6 +3,7 @@
 // and failed — in one place for every engine.
 
 #include "core/communicator_impl.hpp"
+#include "engine/direct/cpu_executor.hpp"
 #include "util/c_locale.hpp"
 #include "engine/progress.hpp"
 #include "engine/tags.hpp"
@@ -131,6 +132,25 @@ void CommunicatorImpl::fail_started(Operation& op, const Error& e) {
   op.code = e.code();
   op.message = op.describe() + ": " + e.what();
   int cause = cause_of(e);
+  if (const auto* wait = dynamic_cast<const direct::WaitFailure*>(&e)) {
+    // A direct-memory wait: the ranks it waited for may themselves be stuck
+    // behind another one (timeout), or have left because another one failed
+    // first (peer_failed, the one that left published why): blame that one,
+    // as for a schedule.
+    if (e.code() == ErrorCode::timeout) {
+      const auto [why, culprit] = explain_timeout(op, wait->missing());
+      op.message += why;
+      cause = culprit;
+    } else {
+      for (const int r : wait->missing())
+        if (find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, r, std::chrono::milliseconds(300)).source ==
+            Culprit::Source::note) {
+          recorder_.update(op.id, OpState::failed, 0, 1, op.message);
+          fail_through(op, op.code, op.message, r);
+          throw Error(op.code, op.message);
+        }
+    }
+  }
   if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
     cause = name_cause(op.message, std::chrono::milliseconds(1000));
   recorder_.update(op.id, OpState::failed, 0, 1, op.message);
@@ -407,6 +427,8 @@ void CommunicatorImpl::fail_through(Operation& op, ErrorCode code, std::string m
     case Culprit::Source::none:
       break;
   }
+  op.code = code;  // also for an operation no longer active (a direct-memory call, fail_started)
+  op.message = message;
   fail_all(code, message, &op, cause);
 }
 

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -125,11 +126,12 @@ int main(int argc, char** argv) {
     return report(cfg.rank, "create", t_create, e, o.victim);
   }
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
-  // 16 B, 64 KiB and 4 MiB: eager, medium and rendezvous/large protocols.
-  const std::size_t sizes[] = {4, 16384, 1 << 20};
-  std::vector<float> buf(sizes[2]);
+  // 16 B, 64 KiB and 4 MiB: eager, medium and rendezvous/large protocols;
+  // 1200 B: shm's one-shot in line flags.
+  const std::size_t sizes[] = {4, 300, 16384, 1 << 20};
+  std::vector<float> buf(sizes[3]);
   for (std::uint64_t it = 0; Clock::now() < end; ++it) {
-    const std::size_t n = sizes[it % 3];
+    const std::size_t n = sizes[it % std::size(sizes)];
     if (c.rank() == o.victim && static_cast<long>(it) == o.freeze_after) {
       std::printf("fault-target: rank %d: stopping myself (SIGSTOP) before allreduce #%llu\n", c.rank(),
                   static_cast<unsigned long long>(it));

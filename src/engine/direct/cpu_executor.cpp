@@ -75,7 +75,12 @@ void wait_batch(DirectMemory& memory, const HostCall& call, const FlagWait* wait
     } catch (const Error& e) {
       // A peer that left (or died) after entering a different call: say that instead.
       if (e.code() == ErrorCode::peer_failed) check_calls(win, waits, k, call, true);
-      throw;
+      if (e.code() != ErrorCode::timeout && e.code() != ErrorCode::peer_failed) throw;
+      std::vector<int> missing;
+      for (std::size_t w = 0; w < k; ++w)
+        if (load_flag(win[waits[w].rank]) < waits[w].value) missing.push_back(waits[w].rank);
+      std::sort(missing.begin(), missing.end());
+      throw WaitFailure(e, std::move(missing));
     }
   }
   if (!checked) {

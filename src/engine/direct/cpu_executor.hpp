@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace comm::direct {
 
@@ -31,6 +32,18 @@ constexpr std::uint64_t call_word(std::uint64_t signature, std::size_t algorithm
 }
 // "allreduce of 8 elements of f32 (sum) by mem_oneshot".
 std::string describe_call_word(std::uint64_t word);
+
+// A direct-memory wait that failed (timeout, peer_failed), with the awaited
+// ranks whose flags had not arrived, ascending: the core explains who holds
+// them up (core/peer_notes.hpp) as it does for a schedule's timeout.
+class WaitFailure : public Error {
+ public:
+  WaitFailure(const Error& e, std::vector<int> missing) : Error(e.code(), e.what()), missing_(std::move(missing)) {}
+  const std::vector<int>& missing() const noexcept { return missing_; }
+
+ private:
+  std::vector<int> missing_;
+};
 
 struct HostCall {
   int rank = 0;
