@@ -61,9 +61,12 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // In cache, an algorithm's time depends on where its last call left
         // the lines it touches (which rank holds them, in what state): after
         // another algorithm's call it is not what the user's back-to-back
-        // calls see. So below kWarmEachCallBelow each timed call follows an
-        // untimed one of the same algorithm.
-        if (call.in_bytes < kWarmEachCallBelow) wait(*start(call));
+        // calls see. So up to the model's cache size each timed call follows
+        // an untimed one of the same algorithm: on shm at 512 KiB interleaved
+        // calls measured mem_oneshot 46 us and mem_twoshot 74-80 us, back to
+        // back they take 83-94 and 46-53 us, and auto picked mem_oneshot at
+        // 1.75-1.97x mem_twoshot.
+        if (calls_per_timed_call(call.in_bytes, selector_->compute().cache_bytes) > 1) wait(*start(call));
         wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
         const auto t0 = calib::Clock::now();
         wait(*start(call));
@@ -123,6 +126,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     timed += points.size();
     double spent = 0;
     for (const double t : times) spent += t;
+    spent *= calls_per_timed_call(bytes, selector_->compute().cache_bytes);
     return iterations > 0 ? spent * (warmup + iterations) / iterations : 0.0;
   };
   std::vector<std::size_t> sizes;  // those timed, increasing
@@ -141,7 +145,8 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   for (std::size_t k = 0; k + 1 < sizes.size();) {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
-    const double cost = r.candidates.round_us * (timing_warmup(r.candidates.round_us) + kMinTimedRounds);
+    const double cost = r.candidates.round_us * calls_per_timed_call(r.bytes, selector_->compute().cache_bytes) *
+                        (timing_warmup(r.candidates.round_us) + kMinTimedRounds);
     if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs) {
       ++k;
       continue;

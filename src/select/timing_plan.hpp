@@ -25,9 +25,9 @@ inline constexpr std::size_t kLargestTimed = kTimingLadder[std::size(kTimingLadd
 inline constexpr double kTimingBudgetPerSizeUs = 20000;
 inline constexpr int kMinTimedRounds = 3, kMaxTimedRounds = 9, kMinTimedRoundsLast = 2;
 inline int timing_warmup(double predicted_round_us) { return predicted_round_us > 2000 ? 1 : 2; }
-// Below this size every timed call follows an untimed call of the same
-// algorithm (core/algorithm_timing.cpp): in cache, what ran before matters.
-inline constexpr std::size_t kWarmEachCallBelow = 256 * 1024;
+// Calls made per timed call: in cache (up to `cache_bytes`) each timed call
+// follows an untimed one of the same algorithm (core/algorithm_timing.cpp).
+inline int calls_per_timed_call(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 1; }
 
 // The algorithms worth timing at one size (indices into the names) and the
 // estimated time of one round of them.
