@@ -16,20 +16,26 @@
 # then one line per target of issue 15 with the worst ratio over its sizes.
 # Ranks are bound to cores (rank r on core r) for every contender when they
 # fit; with --ranks above the cores they run unbound, oversubscribed.
-#   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2]
+# With -r R the whole side-by-side block runs R times and every figure is the
+# median of its R runs: on this shared VM one job in four or five runs 2-6x
+# slower at >= 32 KiB for its whole life (whichever contender it is), so a
+# single run's ratio can land anywhere between 0.2 and 9.
+#   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2] [-r 1]
 # Writes results/compare-shm/*.txt and prints the table with the ratios the
 # issue asks for. Needs openmpi-bin, libopenmpi-dev (installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-max=64M iters=200 ranks=2
+max=64M iters=200 ranks=2 runs=1
 while [ $# -gt 0 ]; do
   case $1 in
     -e) max=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    *) echo "usage: $0 [-e MAXBYTES] [-n ITERS] [--ranks N]" >&2; exit 2 ;;
+    -r) runs=$2; shift 2 ;;
+    *) echo "usage: $0 [-e MAXBYTES] [-n ITERS] [--ranks N] [-r RUNS]" >&2; exit 2 ;;
   esac
 done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "compare-shm: -r wants a positive number of runs, not '$runs'" >&2; exit 2; }
 build=${COMM_BUILD_DIR:-build}
 out=results/compare-shm
 mkdir -p "$out"
@@ -49,10 +55,6 @@ else
 fi
 uptime | sed 's/^/# load: /'
 
-# The floors (shm_floor forks its second rank itself; it is bound to both cores).
-taskset -c 0,1 "$out/shm_floor" >"$out/floor.txt"
-"$build/bin/oneshot-floor" -r "$ranks" -n 20000 >"$out/oneshot_floor.txt"
-mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$out/mpi.txt"
 bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
   local t=$1 f=$2 vars=() flags=(-b 8)
   shift 2
@@ -61,22 +63,29 @@ bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
   env -u COMM_TRANSPORT -u COMM_ALGO "${vars[@]}" "$build/bin/commrun" -n "$ranks" "${bind[@]}" -- \
     "$build/bin/comm-bench" --transport "$t" -e "$max" -f 4 -n "$iters" -q --json "$f.json" "${flags[@]}" >"$f.txt"
 }
-bench shm "$out/shm"
-bench auto "$out/auto"
-bench ucx "$out/ucx" UCX_TLS=shm
-# The >= 4 MiB target, only when the sweep reaches it (comm-bench refuses -b above -e).
-if [ "$(numfmt --from=iec "$max")" -ge $((4 << 20)) ]; then
-  bench ucx "$out/ucx_all" UCX_TLS=shm -- -b 4M --algo all
-else
-  echo '{"records": []}' >"$out/ucx_all.json"
-fi
-
-# Rows: "bytes time_us" per file; comm-bench rows carry the algorithm that ran
-# (with --algo all: the fastest per size).
-awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/floor.txt" >"$out/floor.rows"
-awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$out/mpi.txt" >"$out/mpi.rows"
-for t in shm auto ucx ucx_all; do
-  python3 - "$out/$t.json" >"$out/$t.rows" <<'PY'
+# One side-by-side run into $1: the floors (shm_floor forks its second rank
+# itself; it is bound to both cores), MPI, then comm-bench's contenders. Rows:
+# "bytes time_us" per file; comm-bench rows carry the algorithm that ran (with
+# --algo all: the fastest per size).
+measure() {
+  local d=$1
+  mkdir -p "$d"
+  taskset -c 0,1 "$out/shm_floor" >"$d/floor.txt"
+  "$build/bin/oneshot-floor" -r "$ranks" -n 20000 >"$d/oneshot_floor.txt"
+  mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$d/mpi.txt"
+  bench shm "$d/shm"
+  bench auto "$d/auto"
+  bench ucx "$d/ucx" UCX_TLS=shm
+  # The >= 4 MiB target, only when the sweep reaches it (comm-bench refuses -b above -e).
+  if [ "$(numfmt --from=iec "$max")" -ge $((4 << 20)) ]; then
+    bench ucx "$d/ucx_all" UCX_TLS=shm -- -b 4M --algo all
+  else
+    echo '{"records": []}' >"$d/ucx_all.json"
+  fi
+  awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$d/floor.txt" >"$d/floor.rows"
+  awk '/^ +[0-9]+ +[0-9.]+ +[0-9.]+$/ {print $1, $2}' "$d/mpi.txt" >"$d/mpi.rows"
+  for t in shm auto ucx ucx_all; do
+    python3 - "$d/$t.json" >"$d/$t.rows" <<'PY'
 import json, sys
 best = {}
 for r in json.load(open(sys.argv[1]))["records"]:
@@ -85,11 +94,38 @@ for r in json.load(open(sys.argv[1]))["records"]:
         if b not in best or r["time_us"] < best[b][0]: best[b] = (r["time_us"], r["ran"])
 for b in sorted(best): print(b, best[b][0], best[b][1])
 PY
+  done
+  sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/8 \1/p' "$d/floor.txt" >"$d/bare.rows"
+  sed -n 's/.*median \([0-9.]*\) us.*/8 \1/p' "$d/oneshot_floor.txt" >"$d/bare_n.rows"
+}
+# The median over runs of each (contender, size); the algorithm shown is the
+# one most runs picked.
+median_rows() {
+  python3 - "$@" <<'PY'
+import collections, statistics, sys
+times, algos = collections.defaultdict(list), collections.defaultdict(collections.Counter)
+for path in sys.argv[1:]:
+    for line in open(path):
+        f = line.split()
+        times[int(f[0])].append(float(f[1]))
+        if len(f) > 2: algos[int(f[0])][f[2]] += 1
+for b in sorted(times):
+    print(b, statistics.median(times[b]), *([algos[b].most_common(1)[0][0]] if algos[b] else []))
+PY
+}
+rm -rf "$out"/run-*
+for ((k = 1; k <= runs; k++)); do
+  [ "$runs" -eq 1 ] || echo "# run $k/$runs" >&2
+  measure "$out/run-$k"
 done
-bare=$(sed -n 's/.*bare one-shot 8 B all-reduce, 2 ranks: median \([0-9.]*\) us.*/\1/p' "$out/floor.txt")
+for t in floor mpi shm auto ucx ucx_all bare bare_n; do
+  median_rows "$out"/run-*/"$t.rows" >"$out/$t.rows"
+done
+bare=$(awk '{print $2}' "$out/bare.rows")
+bare_n=$(awk '{print $2}' "$out/bare_n.rows")
+[ "$runs" -eq 1 ] || echo "# medians of $runs runs"
 echo "# bare one-shot 8 B (shm_floor.c): $bare us; $ranks ranks (floor and bare: 2 ranks)"
-bare_n=$(sed -n 's/.*median \([0-9.]*\) us.*/\1/p' "$out/oneshot_floor.txt")
-sed 's/^/# /' "$out/oneshot_floor.txt"
+echo "# bare one-shot 8 B of $ranks ranks (oneshot_floor.c): $bare_n us"
 awk -v bare="$bare" -v bare_n="$bare_n" -v ranks="$ranks" '
   FNR == 1 {file++}
   file == 1 {floor[$1] = $2; next}

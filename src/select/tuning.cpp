@@ -28,6 +28,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How calibration measures, in the cache key: raised whenever a change makes
+// an older cached tuning wrong, so that it is measured again rather than
+// reused (the comm version stays the same between releases). 2: timed calls
+// warmed by an untimed one up to the cache size.
+constexpr int kCalibrationRevision = 2;
+
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",
                                       "libmpi"};
@@ -165,7 +171,7 @@ std::string local_fingerprint() {
   cpu_set_t allowed;
   const int may_use = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : -1;
   std::ostringstream os;
-  os << host << "|comm " << version() << "|cpu " << first_line_with("/proc/cpuinfo", "model name") << "|online "
+  os << host << "|comm " << version() << "|calibration " << kCalibrationRevision << "|cpu " << first_line_with("/proc/cpuinfo", "model name") << "|online "
      << ::sysconf(_SC_NPROCESSORS_ONLN) << "|allowed " << may_use << "|libs " << loaded_libraries();
   return os.str();
 }
