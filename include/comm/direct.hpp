@@ -28,6 +28,14 @@
 /// the executor makes the next call wait for one signal of every peer of this
 /// call before it writes anything (DirectProgram::synced says which).
 ///
+/// Placement. An executor may add one offset to every window operand of a
+/// call (never to the flag word, the call words or the line region), the same
+/// on every rank, so that consecutive calls keep their data in different
+/// lines of the slot: the CPU executor treats each slot's data region as a
+/// ring and puts every call's data after the previous call's, because
+/// rewriting lines that a peer's cache still holds from an earlier call costs
+/// a round trip to that peer per line.
+///
 /// Programs are plain data, immutable once built, safe to share between threads.
 
 #include <comm/types.hpp>

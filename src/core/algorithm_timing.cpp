@@ -7,6 +7,7 @@
 // model's shape between and beyond the points.
 
 #include "core/communicator_impl.hpp"
+#include "engine/direct/direct_engine.hpp"
 #include "select/calibration_measure.hpp"
 #include "select/timing_plan.hpp"
 #include "util/log.hpp"
@@ -113,6 +114,12 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     // them alike instead of one algorithm's whole measurement.
     int iterations = 0;
     const int warmup = timing_warmup(c.round_us);
+    if (direct_engine_) {
+      // Once every rank is here no peer still reads this rank's window (a
+      // peer may read it after this rank returned from a call).
+      wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+      direct_engine_->touch_windows();
+    }
     const auto mine = time_rounds(names, c.indices, call, warmup, min_rounds, budget_us, iterations);
     std::vector<Point> points;
     std::vector<double> times;

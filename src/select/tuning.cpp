@@ -31,8 +31,9 @@ using Clock = std::chrono::steady_clock;
 // How calibration measures, in the cache key: raised whenever a change makes
 // an older cached tuning wrong, so that it is measured again rather than
 // reused (the comm version stays the same between releases). 2: timed calls
-// warmed by an untimed one up to the cache size.
-constexpr int kCalibrationRevision = 2;
+// warmed by an untimed one up to the cache size; 3: direct-memory data at
+// rotating window offsets (a different cost for every mem_* algorithm).
+constexpr int kCalibrationRevision = 3;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

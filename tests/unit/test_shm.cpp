@@ -254,7 +254,7 @@ namespace {
 // Runs one direct algorithm on n threads over real transports and checks every
 // rank's output against a value computed here (i64 sums are exact).
 void run_direct(int n, Collective c, const char* name, std::size_t count, int root,
-                const std::map<std::string, std::string>& options = {}) {
+                const std::map<std::string, std::string>& options = {}, int calls = 4) {
   auto g = make_group(n, options);
   const direct::DirectAlgorithm* a = direct::find_direct_algorithm(c, name);
   REQUIRE(a != nullptr);
@@ -268,7 +268,7 @@ void run_direct(int n, Collective c, const char* name, std::size_t count, int ro
     if (c == Collective::reduce_scatter) in_count = count * nn;
     if (c == Collective::allgather) out_count = count * nn;
     if (c == Collective::all_to_all) in_count = out_count = count * nn;
-    for (int call = 0; call < 4; ++call) {  // back to back: slots reused without barriers
+    for (int call = 0; call < calls; ++call) {  // back to back: slots reused without barriers
       std::vector<std::int64_t> in(in_count), out(out_count, -1);
       for (std::size_t i = 0; i < in_count; ++i) in[i] = value(r, i, call);
       direct::DirectRun run;
@@ -318,6 +318,59 @@ TEST_CASE("shm direct engine: every algorithm over real windows, small and chunk
       }
     }
   }
+}
+
+TEST_CASE("shm direct engine: window data moves through each slot as a ring, results right across the wrap") {
+  // Windows of a 2 MiB segment hold 8 KiB of data at a dozen or so offsets:
+  // 40 calls wrap the ring of every algorithm at least once.
+  const std::map<std::string, std::string> small{{"shm.size", "2M"}};
+  for (int n : {2, 3})
+    for (const auto& a : direct::all_direct_algorithms())
+      if (a.collective != Collective::barrier)
+        run_direct(n, a.collective, std::string(a.name).c_str(), 1000, n - 1, small, 40);
+
+  // The data really moves: mem_oneshot calls of 8 KiB and 12 KiB in turn
+  // (2 and 3 pages), each rank's input lands in its own slot seq % slots
+  // right after the previous call's data there, back at the start where the
+  // next call would pass the data region; 2 KiB calls travel in line flags
+  // and 4 KiB ones stay put, and neither moves the ring.
+  auto g = make_group(2, small);
+  const DirectMemoryInfo info = g[0]->direct()->info();
+  const std::size_t region = info.window_bytes >= direct::kLineRegionMinWindow ? kDirectLineRegionBytes : 0;
+  const std::size_t data_end = info.window_bytes - region;
+  const std::size_t sizes[] = {8192, 2048, 12288, 4096, 12288};  // an odd number: both slots see every size
+  REQUIRE(data_end / (8192 + 12288) >= 3);
+  const direct::DirectAlgorithm* oneshot = direct::find_direct_algorithm(Collective::allreduce, "mem_oneshot");
+  std::vector<std::size_t> placed[2];
+  on_ranks(2, [&](int r) {
+    Transport& t = *g[static_cast<std::size_t>(r)];
+    direct::DirectEngine e(t, *t.direct(), r, 2);
+    std::vector<std::size_t> next(info.slots, 0);  // the ring, as the test expects it
+    const std::uint64_t calls = 6 * data_end / 8192 * info.slots;
+    for (std::uint64_t seq = 1; seq <= calls; ++seq) {
+      const std::size_t bytes = sizes[seq % std::size(sizes)], count = bytes / 4;
+      std::vector<float> in(count), out(count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(seq * 10000 + i * 2 + static_cast<std::size_t>(r));
+      direct::DirectRun run;
+      run.input = in.data();
+      run.output = out.data();
+      run.count = count;
+      run.in_bytes = run.out_bytes = bytes;
+      run.dtype = DataType::f32;
+      run.deadline = Clock::now() + std::chrono::seconds(20);
+      e.run(*oneshot, run);
+      CHECK(out[count - 1] == static_cast<float>(2 * (seq * 10000 + (count - 1) * 2) + 1));
+      if (bytes < 8192) continue;
+      std::size_t& at = next[seq % info.slots];
+      if (at + 64 + bytes > data_end) at = 0;
+      const std::byte* slot = t.direct()->window(r, static_cast<unsigned>(seq % info.slots));
+      CHECK(std::memcmp(slot + 64 + at, in.data(), bytes) == 0);
+      placed[r].push_back(at);
+      at += bytes;
+    }
+  });
+  CHECK(placed[0] == placed[1]);
+  CHECK(std::count(placed[0].begin(), placed[0].end(), std::size_t{0}) >= 4);  // it wrapped
 }
 
 TEST_CASE("shm direct waits end: abort, timeout naming the missing rank, a peer that left") {

@@ -155,7 +155,7 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
     switch (r.space) {
       case DirectSpace::input: return const_cast<std::byte*>(call.input) + r.offset;
       case DirectSpace::output: return call.output + r.offset;
-      case DirectSpace::window: return win[r.rank] + r.offset;
+      case DirectSpace::window: return win[r.rank] + r.offset + call.data_shift;
       case DirectSpace::scratch: return call.scratch + r.offset;
       case DirectSpace::peer_input:
       case DirectSpace::peer_output: break;  // another process's address: copy_from_peer
@@ -356,7 +356,8 @@ void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const
   if (shape.lines) return run_one_shot_in_lines(shape, memory, call);
   std::byte* const* win = call.windows;
   publish_call(call);
-  std::byte* mine = win[call.rank] + shape.offset;
+  const std::size_t at = shape.offset + call.data_shift;
+  std::byte* mine = win[call.rank] + at;
   if (mine != call.input) std::memcpy(mine, call.input, shape.bytes);
   const std::uint64_t flag = direct_flag(call.seq, 1);
   memory.signal(call.slot, flag, nullptr);
@@ -368,10 +369,9 @@ void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const
   bool checked = false;
   wait_batch(memory, call, waits, k, checked);
   if (shape.nranks == 2)  // decode's tensor-parallel pair: one kernel call, no source list
-    return kernels::reduce(call.output, win[0] + shape.offset, win[1] + shape.offset, shape.elements, call.dtype,
-                           call.op);
+    return kernels::reduce(call.output, win[0] + at, win[1] + at, shape.elements, call.dtype, call.op);
   std::array<const std::byte*, 64> srcs;
-  for (int p = 0; p < shape.nranks; ++p) srcs[static_cast<std::size_t>(p)] = win[p] + shape.offset;
+  for (int p = 0; p < shape.nranks; ++p) srcs[static_cast<std::size_t>(p)] = win[p] + at;
   reduce_in_order(call.output, nullptr, srcs.data(), static_cast<std::size_t>(shape.nranks), shape.bytes,
                   call.dtype, call.op);
 }

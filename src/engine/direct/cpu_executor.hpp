@@ -56,6 +56,9 @@ struct HostCall {
   unsigned slot = 1;      // seq % slots
   // Every rank's window of `slot`, as mapped here (DirectMemory::window), by rank.
   std::byte* const* windows = nullptr;
+  // Added to every window operand of the program (never to the flag, the
+  // call words or the line region): the same on every rank for a call.
+  std::size_t data_shift = 0;
   // Room for the flags of one batch of consecutive waits (at least one per peer).
   // Reads of the peers' buffers, for a program with DirectProgram::reads_peers (else unused).
   PeerReads* peer_reads = nullptr;

@@ -80,15 +80,34 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   // Runs `a` for this rank; throws comm::Error (usage errors before any flag moves).
   void run(const DirectAlgorithm& a, const DirectRun& call);
   std::uint64_t calls() const noexcept { return seq_; }
+  // Writes this rank's window data region once: consecutive calls put their
+  // data at moving offsets through the whole window (place_data), and a pass
+  // through lines that left the caches misses to memory on every line
+  // (calibration, which makes a few calls per size, timed mem_twoshot at 64
+  // KiB at 2-4x its back-to-back time). Run at creation and before
+  // calibration times each size. Only when no peer may still be reading this
+  // rank's window: before its first call, or once every peer has entered a
+  // later call (a barrier).
+  void touch_windows();
 
  private:
   struct Plan {
     DirectProgram program;
     std::optional<OneShotShape> one_shot;  // run directly, not interpreted (cpu_executor.hpp)
     std::size_t algorithm_index = 0;       // among all_direct_algorithms(), for call_word()
+    // Window data that moves (HostCall::data_shift, see place_data): the
+    // bytes it takes in the slot's data ring (0: it stays where the program
+    // put it) and the end of its highest operand before the shift.
+    std::size_t ring_bytes = 0;
+    std::size_t data_end = 0;
   };
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
   const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
+  // Sets plan's ring_bytes and data_end from every rank's program of it
+  // (identical on every rank).
+  static void size_in_ring(Plan& plan, std::span<const DirectProgram> all, std::size_t window_bytes);
+  // The shift of this call's window data: the oldest bytes of the slot's ring.
+  std::size_t place_data(const Plan& plan, unsigned slot);
 
   Transport& transport_;
   DirectMemory& memory_;
@@ -97,6 +116,10 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   // Where the line region starts in every slot (comm/direct.hpp), 0 when the
   // windows are too small to spare it; the algorithms get the rest.
   std::size_t line_region_ = info_.window_bytes >= kLineRegionMinWindow ? info_.window_bytes - kDirectLineRegionBytes : 0;
+  // The bytes of every slot that the algorithms may use (all but the line region).
+  std::size_t window_data_bytes() const noexcept {
+    return info_.window_bytes - (line_region_ ? kDirectLineRegionBytes : 0);
+  }
   DirectCosts costs_;
   int rank_;
   int size_;
@@ -109,6 +132,9 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::vector<std::byte> input_copy_;
   std::vector<std::byte> scratch_;  // DirectSpace::scratch: as large as the largest plan's
   std::vector<std::vector<std::byte*>> windows_;  // [slot][rank]: fixed for the engine's life
+  // Per slot, where the next moving call's data goes (the same on every rank:
+  // every rank makes the same calls in the same order).
+  std::vector<std::size_t> ring_next_;
   // Per collective, the last call check() passed, for start() (the same
   // call, right after) and for the calls that repeat it: a decode loop that
   // alternates collectives looks up names, eligibility and plans once each.
