@@ -53,25 +53,29 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
     // Every rank says whether its budget is spent; the sum is the same everywhere.
     std::int32_t over = calib::micros(calib::Clock::now() - began) > budget_us ? 1 : 0;
     wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
-    if (over > 0 && iterations >= min_rounds) break;
-    if (k >= warmup) ++iterations;
+    if (over > 0 && iterations >= min_rounds * kTimedPerTurn) break;
+    if (k >= warmup) iterations += kTimedPerTurn;
     for (std::size_t& i : candidates) {
       if (i == names.size()) continue;  // refused at this size
       options.algorithm = names[i];
       try {
-        // In cache, an algorithm's time depends on where its last call left
-        // the lines it touches (which rank holds them, in what state): after
+        // In cache, an algorithm's time depends on where its last calls left
+        // the lines it touches (which rank holds them, in what state; for a
+        // direct-memory algorithm also where its window data went): after
         // another algorithm's call it is not what the user's back-to-back
-        // calls see. So up to the model's cache size each timed call follows
-        // an untimed one of the same algorithm: on shm at 512 KiB interleaved
-        // calls measured mem_oneshot 46 us and mem_twoshot 74-80 us, back to
-        // back they take 83-94 and 46-53 us, and auto picked mem_oneshot at
-        // 1.75-1.97x mem_twoshot.
-        if (calls_per_timed_call(call.in_bytes, selector_->compute().cache_bytes) > 1) wait(*start(call));
-        wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
-        const auto t0 = calib::Clock::now();
-        wait(*start(call));
-        if (k >= warmup) mine[i].push_back(calib::micros(calib::Clock::now() - t0));
+        // calls see. So each candidate's turn is a short burst: up to the
+        // model's cache size two untimed calls, then kTimedPerTurn timed
+        // ones, back to back. Single timed calls, each after one untimed
+        // one, measured mem_twoshot at 1 MiB on shm at 144 us and 515 us
+        // (two phases of this VM) against 63 and 108 us back to back.
+        for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
+          wait(*start(call));
+        for (int t = 0; t < kTimedPerTurn; ++t) {
+          wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+          const auto t0 = calib::Clock::now();
+          wait(*start(call));
+          if (k >= warmup) mine[i].push_back(calib::micros(calib::Clock::now() - t0));
+        }
       } catch (const Error& e) {
         // Refused alike on every rank before anything moved (not eligible at this size).
         if (!e.is_usage()) throw;
@@ -84,8 +88,8 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   std::string timed;
   for (const std::size_t i : candidates)
     if (i < names.size()) timed += " " + names[i];
-  COMM_DEBUG("calibration: all-reduce of " << call.in_bytes << " B:" << timed << " x " << warmup << " + "
-                                          << iterations << " rounds in "
+  COMM_DEBUG("calibration: all-reduce of " << call.in_bytes << " B:" << timed << " x " << warmup
+                                          << " warm-up rounds + " << iterations << " timed calls in "
                                           << calib::micros(calib::Clock::now() - began) / 1000 << " ms");
   return mine;
 }
@@ -109,11 +113,11 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
-    // The candidates are timed in turns (one iteration of each, then the
+    // The candidates are timed in turns (a short burst of each, then the
     // next round), so that a burst of load elsewhere on the machine hits
     // them alike instead of one algorithm's whole measurement.
     int iterations = 0;
-    const int warmup = timing_warmup(c.round_us);
+    const int warmup = kWarmupRounds;
     if (direct_engine_) {
       // Once every rank is here no peer still reads this rank's window (a
       // peer may read it after this rank returned from a call).
@@ -134,7 +138,8 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     double spent = 0;
     for (const double t : times) spent += t;
     spent *= calls_per_timed_call(bytes, selector_->compute().cache_bytes);
-    return iterations > 0 ? spent * (warmup + iterations) / iterations : 0.0;
+    const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
+    return iterations > 0 ? spent * (warmup + rounds) / rounds : 0.0;
   };
   std::vector<std::size_t> sizes;  // those timed, increasing
   for (const std::size_t bytes : kTimingLadder) {
@@ -153,7 +158,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
     const double cost = r.candidates.round_us * calls_per_timed_call(r.bytes, selector_->compute().cache_bytes) *
-                        (timing_warmup(r.candidates.round_us) + kMinTimedRounds);
+                        kTimedPerTurn * (kWarmupRounds + kMinTimedRounds);
     if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs) {
       ++k;
       continue;

@@ -23,11 +23,16 @@ inline constexpr std::size_t kLargestTimed = kTimingLadder[std::size(kTimingLadd
 // time stays within kTimingBudgetPerSizeUs on every rank (agreed before each
 // round), at most kMaxTimedRounds. Warm-up rounds come first and are not counted.
 inline constexpr double kTimingBudgetPerSizeUs = 20000;
-inline constexpr int kMinTimedRounds = 3, kMaxTimedRounds = 9, kMinTimedRoundsLast = 2;
-inline int timing_warmup(double predicted_round_us) { return predicted_round_us > 2000 ? 1 : 2; }
-// Calls made per timed call: in cache (up to `cache_bytes`) each timed call
-// follows an untimed one of the same algorithm (core/algorithm_timing.cpp).
-inline int calls_per_timed_call(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 1; }
+inline constexpr int kMinTimedRounds = 2, kMaxTimedRounds = 5, kMinTimedRoundsLast = 1;
+inline constexpr int kWarmupRounds = 1;
+// A candidate's turn in a round (core/algorithm_timing.cpp): in cache (up to
+// `cache_bytes`) two untimed calls, then kTimedPerTurn timed ones, back to back.
+inline constexpr int kTimedPerTurn = 2;
+inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 0; }
+// Calls made per timed call.
+inline double calls_per_timed_call(std::size_t bytes, std::size_t cache_bytes) {
+  return 1.0 + static_cast<double>(warm_calls_per_turn(bytes, cache_bytes)) / kTimedPerTurn;
+}
 
 // The algorithms worth timing at one size (indices into the names) and the
 // estimated time of one round of them.
