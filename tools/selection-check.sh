@@ -10,13 +10,16 @@
 # Prints one table per transport and size and a verdict line per target;
 # writes results/selection/*.json. Measure on a quiet machine: every rank
 # needs a core. Usage: tools/selection-check.sh
-#   RUNS=3 (sweeps per transport; medians of the runs), ITERS=20, MAX=64M,
+#   RUNS=3 (sweeps per transport; medians of the runs), ITERS=40, ROUNDS=4
+#   (comm-bench --rounds: every algorithm takes a turn of ITERS/ROUNDS
+#   iterations per round, so a slow spell of the machine hits them alike), MAX=64M,
 #   TRANSPORTS="ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm", COMM_BUILD_DIR=build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${COMM_BUILD_DIR:-build}
 runs=${RUNS:-1}
-iters=${ITERS:-20}
+iters=${ITERS:-40}
+rounds=${ROUNDS:-4}
 max=${MAX:-64M}
 transports=${TRANSPORTS:-"ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm"}
 out=results/selection
@@ -44,7 +47,8 @@ for variant in $transports; do
     rm -rf "$cache"
     echo "selection-check: $variant run $run/$runs (calibrates into $cache)" >&2
     env "${vars[@]}" XDG_CACHE_HOME="$PWD/$cache" COMM_LOG=info "$build"/bin/commrun -n 2 -- \
-      "$build"/bin/comm-bench --transport "$t" --coll allreduce --algo all -b 8 -e "$max" -f 4 -n "$iters" --quiet \
+      "$build"/bin/comm-bench --transport "$t" --coll allreduce --algo all -b 8 -e "$max" -f 4 -n "$iters" \
+      --rounds "$rounds" --quiet \
       --json "$out/$variant-$run.json" >"$out/$variant-$run.txt" 2>"$out/$variant-$run.log"
     grep -h "init: tuning:" "$out/$variant-$run.log" | head -1 >&2 || true
     if [ "$t" = gloo ]; then

@@ -158,7 +158,10 @@ TEST_CASE("option parsing") {
   CHECK(o.plot_path == "p.svg");
   CHECK(o.quiet);
 
-  const Options n = parse({"-t", "1", "-g", "1", "-c", "3", "-m", "4", "-a", "1", "-i", "1K", "--algo", "all"});
+  const Options n = parse({"-t", "1", "-g", "1", "-c", "3", "-m", "4", "-a", "1", "-i", "1K", "--algo", "all",
+                           "--rounds", "4"});
+  CHECK(n.rounds == 4);
+  CHECK(d.rounds == 1);
   CHECK(n.check == 3);
   CHECK(n.agg == 4);
   CHECK(n.rank_time == RankTime::mean);
@@ -178,6 +181,7 @@ TEST_CASE("option parsing") {
   CHECK(parse_error({"-b", "12X"}).find("-b '12X'") != std::string::npos);
   CHECK(parse_error({"-n", "0"}).find("an integer >= 1") != std::string::npos);
   CHECK(parse_error({"-c", "-1"}).find("an integer >= 0") != std::string::npos);
+  CHECK(parse_error({"--rounds", "0"}).find("--rounds") != std::string::npos);
   CHECK(parse_error({"--inplace", "2"}).find("0 or 1") != std::string::npos);
   CHECK(parse_error({"-g", "8"}).find("one rank per process (GPUs per process must be 1)") != std::string::npos);
   CHECK(parse_error({"-t", "2"}).find("threads per process must be 1") != std::string::npos);
@@ -388,6 +392,48 @@ TEST_CASE("runner measures and checks every collective over the local transport"
         REQUIRE(results[k].size() == results[0].size());
         for (std::size_t i = 0; i < results[0].size(); ++i) CHECK(results[k][i].time_us == results[0][i].time_us);
       }
+    }
+  }
+}
+
+TEST_CASE("runner in rounds: every algorithm's iterations over its turns, checked, the same points as one round") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    std::vector<Result> by_rounds[2][3];  // [rounds == 3][rank]
+    std::vector<Skip> skips[2];
+    for (int r : {1, 3}) {
+      test::run_local(n, [&](Communicator& comm) {
+        Options o;
+        o.min_bytes = 4;
+        o.max_bytes = 4096;
+        o.step_factor = 16;
+        o.iters = 7;  // not a multiple of the rounds: turns of 3, 2 and 2
+        o.warmup = 1;
+        o.dtype = DataType::i32;
+        o.algo = "all";
+        o.rounds = r;
+        Runner runner(comm, o);
+        Callbacks cb;
+        cb.on_result = [&](const Result& x) { by_rounds[r == 3][comm.rank()].push_back(x); };
+        cb.on_skip = [&](const Skip& x) {
+          if (comm.rank() == 0) skips[r == 3].push_back(x);
+        };
+        runner.run(cb);
+      });
+    }
+    const auto& one = by_rounds[0][0];
+    const auto& three = by_rounds[1][0];
+    REQUIRE(three.size() == one.size());
+    CHECK(skips[1].size() == skips[0].size());
+    for (std::size_t i = 0; i < three.size(); ++i) {
+      CAPTURE(three[i].algo);
+      CAPTURE(three[i].layout.bytes);
+      CHECK(three[i].algo == one[i].algo);
+      CHECK(three[i].layout.bytes == one[i].layout.bytes);
+      CHECK(three[i].iters == 7);
+      CHECK(three[i].wrong == 0);
+      CHECK(three[i].time_us > 0);
+      for (int k = 1; k < n; ++k) CHECK(by_rounds[1][k][i].time_us == three[i].time_us);
     }
   }
 }

@@ -23,6 +23,7 @@ struct Options {
   int iters = 50;
   int warmup = 5;
   int agg = 1;                 // -m: operations per timed iteration (time divided by agg)
+  int rounds = 1;              // --rounds: turns each algorithm's iterations are split into
   int check = 1;               // -c N: checked runs per point (0: no check)
   RankTime rank_time = RankTime::max;
   int inplace = -1;            // --inplace 0|1; -1: with nccl-tests output (single --algo), not with --algo all

@@ -136,32 +136,33 @@ void Runner::prepare(const Layout& l, bool inplace, bool poison) {
   }
 }
 
-// Median, p10 and p90 over iterations; each iteration times opts_.agg calls
-// between barriers, and its time is combined across ranks as -a says.
-Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inplace) {
-  const int warm = scaled_warmup(opts_.warmup, l.bytes);
-  Timing t;
-  t.iters = scaled_iters(opts_.iters, l.bytes);
+void Runner::time_turn(const Layout& l, const CallOptions& o, bool inplace, int warm, int iters, Turns& t) {
   for (int i = 0; i < warm; ++i) {
     comm_.barrier();
     run_op(l, o, inplace);
   }
   const bool pingpong = opts_.coll == BenchColl::sendrecv;
-  std::vector<double> times(static_cast<std::size_t>(t.iters));
-  t.sent = comm_.bytes_sent();
-  for (auto& us : times) {
+  const std::vector<std::uint64_t> before = comm_.bytes_sent();
+  for (int i = 0; i < iters; ++i) {
     comm_.barrier();
     const auto t0 = Clock::now();
     for (int k = 0; k < opts_.agg; ++k) run_op(l, o, inplace);
-    us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts_.agg;
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opts_.agg;
     // Ping-pong: the initiator's round trip, halved; rank 1's clock started
     // at its own barrier exit and would add the barrier's skew.
     if (pingpong) us = comm_.rank() == 0 ? us / 2 : 0.0;
+    t.times.push_back(us);
   }
   const std::vector<std::uint64_t> after = comm_.bytes_sent();
-  for (std::size_t p = 0; p < after.size(); ++p) t.sent[p] = after[p] - t.sent[p];
-  // Outside the timed region.
-  const RankTime how = pingpong ? RankTime::max : opts_.rank_time;
+  t.sent.resize(after.size(), 0);
+  for (std::size_t p = 0; p < after.size(); ++p) t.sent[p] += after[p] - before[p];
+}
+
+// Median, p10 and p90 over iterations; each iteration's time is combined
+// across ranks as -a says (outside the timed region).
+Runner::Timing Runner::summarize(Turns turns) {
+  std::vector<double>& times = turns.times;
+  const RankTime how = opts_.coll == BenchColl::sendrecv ? RankTime::max : opts_.rank_time;
   switch (how) {
     case RankTime::rank0: comm_.broadcast(view(times), 0); break;
     case RankTime::mean:
@@ -171,10 +172,20 @@ Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inp
     case RankTime::min: comm_.allreduce(view(times), ReduceOp::min); break;
     case RankTime::max: comm_.allreduce(view(times), ReduceOp::max); break;
   }
+  Timing t;
+  t.iters = static_cast<int>(times.size());
+  t.sent = std::move(turns.sent);
   t.time_us = median(times);
   t.p10_us = percentile(times, 10);
   t.p90_us = percentile(times, 90);
   return t;
+}
+
+// One turn of every iteration, after the scaled warm-up, between barriers.
+Runner::Timing Runner::time_runs(const Layout& l, const CallOptions& o, bool inplace) {
+  Turns t;
+  time_turn(l, o, inplace, scaled_warmup(opts_.warmup, l.bytes), scaled_iters(opts_.iters, l.bytes), t);
+  return summarize(std::move(t));
 }
 
 // Wrong elements over opts_.check checked runs, summed over ranks (every rank gets the total).
@@ -200,7 +211,8 @@ std::int64_t Runner::check_runs(const Layout& l, const CallOptions& o, bool inpl
   return wrong;
 }
 
-Result Runner::measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands) {
+Result Runner::describe(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands,
+                        CallOptions& o) const {
   const BenchColl c = opts_.coll;
   Result r;
   r.coll = c;
@@ -222,12 +234,13 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
     for (const auto& cand : cands)
       if (cand.algorithm == r.ran) r.pred_us = cand.predicted_us;
   }
-  CallOptions o;
   if (algo != "auto" && c != BenchColl::sendrecv) o.algorithm = algo;
-  const double factor = busbw_factor(c, comm_.size());
+  return r;
+}
 
-  prepare(l, false, false);
-  const Timing t = time_runs(l, o, false);
+void Runner::complete(const Layout& l, const CallOptions& o, const Timing& t, Result& r) {
+  const BenchColl c = opts_.coll;
+  const double factor = busbw_factor(c, comm_.size());
   r.iters = t.iters;
   r.time_us = t.time_us;
   r.p10_us = t.p10_us;
@@ -252,7 +265,51 @@ Result Runner::measure(const Layout& l, const std::string& algo, const std::vect
       if (!e.is_usage() || comm_.failed()) throw;
     }
   }
+}
+
+Result Runner::measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands) {
+  CallOptions o;
+  Result r = describe(l, algo, cands, o);
+  prepare(l, false, false);
+  complete(l, o, time_runs(l, o, false), r);
   return r;
+}
+
+void Runner::measure_in_rounds(const Layout& l, const std::vector<std::string>& algos,
+                               const std::vector<CandidateCost>& cands, const Callbacks& cb) {
+  struct Point {
+    Result result;
+    CallOptions options;
+    Turns turns;
+    bool skipped = false;
+  };
+  std::vector<Point> points(algos.size());
+  for (std::size_t a = 0; a < algos.size(); ++a) points[a].result = describe(l, algos[a], cands, points[a].options);
+  const int rounds = opts_.rounds;
+  const int iters = scaled_iters(opts_.iters, l.bytes);
+  const int warm = std::max(2, scaled_warmup(opts_.warmup, l.bytes) / rounds);
+  prepare(l, false, false);
+  for (int k = 0; k < rounds; ++k)
+    for (std::size_t a = 0; a < algos.size(); ++a) {
+      Point& p = points[a];
+      if (p.skipped) continue;
+      // The iterations split as evenly as they go, the first rounds taking one more.
+      const int turn = iters / rounds + (k < iters % rounds ? 1 : 0);
+      try {
+        time_turn(l, p.options, false, warm, turn, p.turns);
+      } catch (const Error& e) {
+        // Refused alike on every rank before any data moved (see run()).
+        if (!e.is_usage() || comm_.failed()) throw;
+        p.skipped = true;
+        if (cb.on_skip) cb.on_skip({std::string(comm_.transport_name()), algos[a], l.bytes, e.what()});
+      }
+    }
+  for (Point& p : points) {
+    if (p.skipped) continue;
+    const Timing t = summarize(std::move(p.turns));
+    complete(l, p.options, t, p.result);
+    if (cb.on_result) cb.on_result(p.result);
+  }
 }
 
 // What one operation of the timed loop sent (barriers send no payload), the
@@ -290,6 +347,10 @@ void Runner::run(const Callbacks& cb) {
     if (cb.on_size) cb.on_size(i, sizes.size(), l.bytes);
     std::vector<CandidateCost> cands;
     if (opts_.coll != BenchColl::sendrecv) cands = comm_.candidates(to_collective(opts_.coll), l.bytes);
+    if (opts_.rounds > 1) {
+      measure_in_rounds(l, algos, cands, cb);
+      continue;
+    }
     for (const auto& algo : algos) {
       try {
         const Result r = measure(l, algo, cands);

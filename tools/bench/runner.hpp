@@ -81,11 +81,29 @@ class Runner {
     double time_us = 0, p10_us = 0, p90_us = 0;
     std::vector<std::uint64_t> sent;  // bytes to each peer during the timed operations
   };
+  // This rank's raw times of one point, gathered over its turns.
+  struct Turns {
+    std::vector<double> times;        // microseconds per timed iteration, this rank's
+    std::vector<std::uint64_t> sent;  // bytes to each peer during them
+  };
   void run_op(const Layout& l, const CallOptions& o, bool inplace);
   void prepare(const Layout& l, bool inplace, bool poison);
+  // One turn: `warm` untimed iterations, then `iters` timed ones between barriers, appended to `t`.
+  void time_turn(const Layout& l, const CallOptions& o, bool inplace, int warm, int iters, Turns& t);
+  // Combines the turns' times across ranks as -a says; median, p10, p90.
+  Timing summarize(Turns t);
   Timing time_runs(const Layout& l, const CallOptions& o, bool inplace);
   std::int64_t check_runs(const Layout& l, const CallOptions& o, bool inplace);
+  // A point's result before its out-of-place timing (what it is, its prediction, its options).
+  Result describe(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands,
+                  CallOptions& o) const;
+  // The rest of a point once its out-of-place times are in: figures, checks, in place.
+  void complete(const Layout& l, const CallOptions& o, const Timing& t, Result& r);
   Result measure(const Layout& l, const std::string& algo, const std::vector<CandidateCost>& cands);
+  // Every algorithm of `algos` at one layout, their timed iterations in
+  // opts_.rounds turns, one turn of each per round.
+  void measure_in_rounds(const Layout& l, const std::vector<std::string>& algos,
+                         const std::vector<CandidateCost>& cands, const Callbacks& cb);
   void traffic(const Timing& t, Result& r);
 
   Communicator& comm_;
