@@ -125,6 +125,7 @@ class CommunicatorImpl {
   // Fails `op` (and every other) for a failure seen through `peer`, naming
   // whom the store says is to blame (see fail_from_run).
   void fail_through(Operation& op, ErrorCode code, std::string message, int peer);
+  void fail_blaming(Operation& op, ErrorCode code, std::string message, int peer, Culprit c);
   int name_cause(std::string& message, std::chrono::milliseconds budget);
   void remember_call(const Operation& op);
   void record_posted(const Operation& op);  // its flight record, state posted

@@ -141,14 +141,13 @@ void CommunicatorImpl::fail_started(Operation& op, const Error& e) {
       const auto [why, culprit] = explain_timeout(op, wait->missing());
       op.message += why;
       cause = culprit;
-    } else {
-      for (const int r : wait->missing())
-        if (find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, r, std::chrono::milliseconds(300)).source ==
-            Culprit::Source::note) {
-          recorder_.update(op.id, OpState::failed, 0, 1, op.message);
-          fail_through(op, op.code, op.message, r);
-          throw Error(op.code, op.message);
-        }
+    } else if (Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, wait->missing(),
+                                        std::chrono::milliseconds(300));
+               c.source == Culprit::Source::note) {
+      recorder_.update(op.id, OpState::failed, 0, 1, op.message);
+      const int peer = c.note.rank;
+      fail_blaming(op, op.code, op.message, peer, std::move(c));
+      throw Error(op.code, op.message);
     }
   }
   if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)
@@ -381,7 +380,7 @@ void CommunicatorImpl::diagnose_stall(Operation& op) {
 // the launcher say died first is appended to `message` (creation_failed uses
 // it too). Returns that rank, or -1 when nothing is known within `budget`.
 int CommunicatorImpl::name_cause(std::string& message, std::chrono::milliseconds budget) {
-  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, -1, budget);
+  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, {}, budget);
   if (c.rank < 0 || c.rank == rank_) return -1;
   message += "; the cause: rank " + std::to_string(c.rank) + " failed first (" +
              (c.source == Culprit::Source::note ? c.note.message : c.reason) + ")";
@@ -402,7 +401,12 @@ void CommunicatorImpl::fail_from_run(Operation& op) {
 void CommunicatorImpl::fail_through(Operation& op, ErrorCode code, std::string message, int peer) {
   if (peer < 0 || peer == rank_ || code == ErrorCode::mismatch)
     return fail_all(code, message, &op, code == ErrorCode::mismatch ? -1 : peer);
-  const Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, peer, std::chrono::milliseconds(1000));
+  fail_blaming(op, code, std::move(message), peer,
+               find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, {peer}, std::chrono::milliseconds(1000)));
+}
+
+// fail_through once the store has been asked: `c` is what it says of `peer`.
+void CommunicatorImpl::fail_blaming(Operation& op, ErrorCode code, std::string message, int peer, Culprit c) {
   int cause = c.rank >= 0 && c.rank != rank_ ? c.rank : peer;
   const std::string through = cause == peer ? "" : "; this rank noticed it through rank " + std::to_string(peer);
   switch (c.source) {

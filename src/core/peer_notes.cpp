@@ -121,7 +121,7 @@ std::vector<ExitNote> launcher_exit_notes() {
 }
 
 Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
-                     int self, int peer, std::chrono::milliseconds budget) {
+                     int self, std::vector<int> suspects, std::chrono::milliseconds budget) {
   struct Shared {
     std::mutex mu;
     Culprit found;
@@ -144,21 +144,27 @@ Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, 
     return false;
   };
   run_bounded(
-      [store = std::move(store), root = std::move(root), self, peer, shared, until, comm_rank, launcher_saw] {
+      [store = std::move(store), root = std::move(root), self, suspects = std::move(suspects), shared, until,
+       comm_rank, launcher_saw] {
+        const auto suspected = [&](int r) { return std::find(suspects.begin(), suspects.end(), r) != suspects.end(); };
+        const auto noted = [&](Culprit& c) {
+          for (const int s : suspects)
+            if (store->check(failure_key(s))) {
+              c.source = Culprit::Source::note;
+              c.note = parse_failure(store->get(failure_key(s), 1s), s);
+              c.rank = c.note.culprit();
+              return true;
+            }
+          return false;
+        };
         Culprit c;
         try {
           do {
-            if (peer >= 0 && store->check(failure_key(peer))) {
-              c.source = Culprit::Source::note;
-              c.note = parse_failure(store->get(failure_key(peer), 1s), peer);
-              c.rank = c.note.culprit();
-              break;
-            }
-            if (launcher_saw(c)) break;
+            if (noted(c) || launcher_saw(c)) break;
             if (root && root->check(std::string(kLostRanksKey))) {
               for (int r : parse_lost_ranks(root->get(std::string(kLostRanksKey), 1s))) {
                 const int mine = comm_rank(r);
-                if (mine < 0 || mine == self || (c.rank >= 0 && mine != peer)) continue;
+                if (mine < 0 || mine == self || (c.rank >= 0 && !suspected(mine))) continue;
                 c.source = Culprit::Source::lost;
                 c.rank = mine;
                 c.reason = root->get(lost_rank_key(r), 1s);

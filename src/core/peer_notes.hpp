@@ -70,14 +70,17 @@ struct ExitNote {
 };
 std::vector<ExitNote> launcher_exit_notes();
 
-// Who is to blame for a failure this rank saw with `peer` (its connection
-// closed, a message to it failed), as far as the store can tell within
-// `budget` (the store may be frozen, so it is asked on a detached thread):
-//   note        `peer` published why it failed (and whom it blamed);
+// Who is to blame for a failure this rank saw with one of `suspects` (its
+// connection closed, a message to it failed, a direct-memory wait for it
+// ended), as far as the store can tell within `budget` (the store may be
+// frozen, so it is asked on a detached thread; one bounded lookup for all
+// suspects):
+//   note        a suspect, `note.rank`, published why it failed (and whom it blamed);
 //   launcher    the launcher saw `rank` end first (launcher_exit_notes);
-//   lost        the store server saw `rank` die (core/watchful_store.hpp);
+//   lost        the store server saw `rank` die (core/watchful_store.hpp), a suspect
+//               preferred;
 //   store_gone  the store cannot be reached: its host, `rank`, is gone;
-//   none        nothing known (then `peer` itself is the suspect).
+//   none        nothing known (then the suspect itself is to blame).
 // `root`/`root_ranks`: the store holding the server's records and the
 // communicator's ranks as its clients (CommunicatorImpl::Lineage).
 struct Culprit {
@@ -87,7 +90,7 @@ struct Culprit {
   std::string reason;  // source == launcher, lost, store_gone: what was seen
 };
 Culprit find_culprit(std::shared_ptr<Store> store, std::shared_ptr<Store> root, std::vector<int> root_ranks,
-                     int self, int peer, std::chrono::milliseconds budget);
+                     int self, std::vector<int> suspects, std::chrono::milliseconds budget);
 // Blocking, for callers that wait on the store anyway: the newest failure
 // some rank other than `self` published, if any.
 std::optional<PeerFailure> newest_peer_failure(Store& store, int self);

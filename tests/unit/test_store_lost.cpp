@@ -194,7 +194,7 @@ TEST_CASE("culprit: with the store gone, the launcher's note of a death comes be
   auto store = std::make_shared<GoneStore>();
   const std::vector<int> root_ranks{0, 1, 2, 3, 4};
   // No note: the store's host (rank 0) is all there is to blame.
-  comm::detail::Culprit none = comm::detail::find_culprit(store, nullptr, root_ranks, 1, 4, 200ms);
+  comm::detail::Culprit none = comm::detail::find_culprit(store, nullptr, root_ranks, 1, {4}, 200ms);
   CHECK(none.source == comm::detail::Culprit::Source::store_gone);
   CHECK(none.rank == 0);
   // The launcher saw rank 4 killed: rank 4 it is, although the store is gone too.
@@ -204,7 +204,7 @@ TEST_CASE("culprit: with the store gone, the launcher's note of a death comes be
     std::fputs("1 rank 4 was killed by signal SIGKILL (9)\n", f);
     std::fclose(f);
   }
-  comm::detail::Culprit c = comm::detail::find_culprit(store, nullptr, root_ranks, 1, 4, 200ms);
+  comm::detail::Culprit c = comm::detail::find_culprit(store, nullptr, root_ranks, 1, {4}, 200ms);
   CHECK(c.source == comm::detail::Culprit::Source::launcher);
   CHECK(c.rank == 4);
   CHECK(c.reason.find("rank 4 was killed") != std::string::npos);

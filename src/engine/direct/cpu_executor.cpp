@@ -89,6 +89,17 @@ void wait_batch(DirectMemory& memory, const HostCall& call, const FlagWait* wait
   }
 }
 
+// The one-shot's wait: for step 1 of every peer from rank `from` on, in rank
+// order (the first wait of the call, so the peers' calls are checked too).
+void wait_for_peers(DirectMemory& memory, const HostCall& call, int nranks, int from) {
+  const std::uint64_t flag = direct_flag(call.seq, 1);
+  std::size_t k = 0;
+  for (int p = from; p < nranks; ++p)
+    if (p != call.rank) call.wait_buffer[k++] = {p, flag};
+  bool checked = false;
+  wait_batch(memory, call, call.wait_buffer, k, checked);
+}
+
 void reduce_tiled(std::byte* dst, std::byte* dst2, const std::byte* const* srcs, std::size_t nsrcs,
                   std::size_t bytes, DataType dtype, ReduceOp op) {
   const std::size_t esize = dtype_size(dtype);
@@ -251,10 +262,16 @@ namespace {
 
 // ---- the one-shot in line flags (OneShotShape::lines)
 
+// One line's payload, or the rest of a message whose last line is short: a
+// full line is a copy of constant size, which the compiler inlines.
+inline void copy_line_payload(std::byte* dst, const std::byte* src, std::size_t left) {
+  if (left >= kDirectLinePayload) std::memcpy(dst, src, kDirectLinePayload);
+  else std::memcpy(dst, src, left);
+}
+
 void publish_lines(std::byte* region, const std::byte* input, std::size_t bytes, std::uint64_t seq) {
   for (std::size_t at = 0; at < bytes; at += kDirectLinePayload, region += kDirectLineBytes) {
-    if (bytes - at >= kDirectLinePayload) std::memcpy(region, input + at, kDirectLinePayload);
-    else std::memcpy(region, input + at, bytes - at);
+    copy_line_payload(region, input + at, bytes - at);
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(region + kDirectLinePayload))
         .store(seq, std::memory_order_release);
   }
@@ -303,8 +320,7 @@ class LineReader {
       if (waited_ && !landed())
         throw Error(ErrorCode::internal, "direct engine: rank " + std::to_string(peer) +
                                              " signalled a one-shot whose line flags are not all there");
-      if (shape_.bytes - at >= kDirectLinePayload) std::memcpy(dst + at, line, kDirectLinePayload);
-      else std::memcpy(dst + at, line, shape_.bytes - at);
+      copy_line_payload(dst + at, line, shape_.bytes - at);
     }
   }
 
@@ -312,11 +328,7 @@ class LineReader {
   // Waits for the signal of every peer from `from` on (rank order), as the program does.
   void wait_for_rest(int from) {
     waited_ = true;
-    std::size_t k = 0;
-    for (int p = from; p < shape_.nranks; ++p)
-      if (p != call_.rank) call_.wait_buffer[k++] = {p, direct_flag(call_.seq, 1)};
-    bool checked = false;
-    wait_batch(memory_, call_, call_.wait_buffer, k, checked);
+    wait_for_peers(memory_, call_, shape_.nranks, from);
   }
 
   const OneShotShape& shape_;
@@ -359,15 +371,9 @@ void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const
   const std::size_t at = shape.offset + call.data_shift;
   std::byte* mine = win[call.rank] + at;
   if (mine != call.input) std::memcpy(mine, call.input, shape.bytes);
-  const std::uint64_t flag = direct_flag(call.seq, 1);
-  memory.signal(call.slot, flag, nullptr);
+  memory.signal(call.slot, direct_flag(call.seq, 1), nullptr);
   if (call.after_first_signal) call.after_first_signal(call.after_first_signal_arg);
-  FlagWait* waits = call.wait_buffer;
-  std::size_t k = 0;
-  for (int p = 0; p < shape.nranks; ++p)
-    if (p != call.rank) waits[k++] = {p, flag};
-  bool checked = false;
-  wait_batch(memory, call, waits, k, checked);
+  wait_for_peers(memory, call, shape.nranks, 0);
   if (shape.nranks == 2)  // decode's tensor-parallel pair: one kernel call, no source list
     return kernels::reduce(call.output, win[0] + at, win[1] + at, shape.elements, call.dtype, call.op);
   std::array<const std::byte*, 64> srcs;
