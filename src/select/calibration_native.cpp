@@ -32,11 +32,12 @@ void run_barrier(NativeCollectives& native, bool has_barrier, std::chrono::milli
   native.run(b, "native");
 }
 
-// This rank's robust-median time of `algorithm` at every ladder size.
+// This rank's time of every timed call of `algorithm`, ladder size after
+// ladder size (iterations_for(bytes) calls each, the same on every rank).
 std::vector<double> time_algorithm(NativeCollectives& native, const std::string& algorithm, bool has_barrier,
                                    std::vector<float>& in, std::vector<float>& out,
                                    std::chrono::milliseconds timeout) {
-  std::vector<double> medians;
+  std::vector<double> times;
   for (const std::size_t bytes : kNativeLadder) {
     CollectiveArgs a;
     a.collective = Collective::allreduce;
@@ -44,7 +45,6 @@ std::vector<double> time_algorithm(NativeCollectives& native, const std::string&
     a.recv = out.data();
     a.count = std::max<std::size_t>(1, bytes / sizeof(float));
     a.timeout = timeout;
-    std::vector<double> times;
     const int warmup = warmup_for(bytes);
     for (int i = 0; i < warmup + iterations_for(bytes); ++i) {
       run_barrier(native, has_barrier, timeout);
@@ -52,9 +52,8 @@ std::vector<double> time_algorithm(NativeCollectives& native, const std::string&
       native.run(a, algorithm);
       if (i >= warmup) times.push_back(calib::micros(calib::Clock::now() - t0));
     }
-    medians.push_back(calib::robust_median(std::move(times)));
   }
-  return medians;
+  return times;
 }
 
 }  // namespace
@@ -75,6 +74,11 @@ NativeProfile calibrate_native(NativeCollectives& native, Store& store, int rank
     const std::vector<double> mine = time_algorithm(native, algorithm, has_barrier, in, out, timeout);
     const std::string key = "calibration/native/allreduce/" + algorithm + "/";
     store.set(key + std::to_string(rank), calib::encode(mine));
+    // Each call's time is the slowest rank's, as for comm's own algorithms
+    // (core/algorithm_timing.cpp) and in comm-bench; then the median per
+    // size. The slowest of the ranks' medians instead put Gloo's allreduce at
+    // 8 B-2 KiB at 122-145 us while comm-bench measured 140-276 us, and auto
+    // picked it at 1.5-2x recursive doubling.
     std::vector<double> slowest(mine.size(), 0.0);
     for (int r = 0; r < size; ++r) {
       const std::string k = key + std::to_string(r);
@@ -83,9 +87,13 @@ NativeProfile calibrate_native(NativeCollectives& native, Store& store, int rank
     }
     std::vector<std::pair<std::size_t, double>> points;
     std::ostringstream text;
-    for (std::size_t i = 0; i < slowest.size(); ++i) {
-      points.emplace_back(kNativeLadder[i], slowest[i]);
-      text << (i ? ", " : "") << kNativeLadder[i] << " B " << slowest[i] << " us";
+    auto from = slowest.begin();
+    for (const std::size_t bytes : kNativeLadder) {
+      const auto to = from + iterations_for(bytes);
+      const double median = calib::robust_median(std::vector<double>(from, to));
+      from = to;
+      points.emplace_back(bytes, median);
+      text << (points.size() > 1 ? ", " : "") << bytes << " B " << median << " us";
     }
     profile.set(Collective::allreduce, algorithm, std::move(points));
     COMM_INFO("calibration: allreduce '" << algorithm << "' (the transport's own): " << text.str());

@@ -32,8 +32,10 @@ using Clock = std::chrono::steady_clock;
 // an older cached tuning wrong, so that it is measured again rather than
 // reused (the comm version stays the same between releases). 2: timed calls
 // warmed by an untimed one up to the cache size; 3: direct-memory data at
-// rotating window offsets (a different cost for every mem_* algorithm).
-constexpr int kCalibrationRevision = 3;
+// rotating window offsets (a different cost for every mem_* algorithm); 4: a
+// native collective's call times are the slowest rank's per call, as for
+// comm's own algorithms.
+constexpr int kCalibrationRevision = 4;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

@@ -65,7 +65,8 @@ std::string local_fingerprint();
 
 // Measures the transport's own collectives (all-reduce, every algorithm it
 // offers) at a ladder of sizes, every rank at once, each iteration between
-// native barriers; the slowest rank's median per size. Collective.
+// native barriers; each call's time is the slowest rank's, and a size's time
+// the median of its calls'. Collective.
 NativeProfile calibrate_native(NativeCollectives& native, Store& store, int rank, int size,
                                std::chrono::milliseconds timeout);
 

@@ -117,6 +117,51 @@ TEST_CASE("a native curve interpolates between measured sizes and extends past t
         doctest::Approx(1000.0 + slope * ((1 << 20) + 3.0 * (2 << 20))));
 }
 
+// A native all-reduce whose calls are slow on alternate ranks: rank 0 on its
+// even-numbered calls, rank 1 on its odd ones. Every call of the pair is as
+// slow as its slow rank, so every call took at least kSlow; each rank alone
+// was slow on only half of its calls.
+class AlternatelySlowNative : public NativeCollectives {
+ public:
+  static constexpr auto kSlow = std::chrono::milliseconds(4);
+  explicit AlternatelySlowNative(int rank) : rank_(rank) {}
+  std::vector<std::string> algorithms(Collective c) const override {
+    return c == Collective::allreduce ? std::vector<std::string>{"native"} : std::vector<std::string>{};
+  }
+  bool supports(const CollectiveArgs&, std::string_view, std::string*) const override { return true; }
+  double predict_us(Collective, std::string_view, std::size_t) const override { return -1; }
+  void run(const CollectiveArgs&, std::string_view) override {
+    if (calls_++ % 2 == static_cast<unsigned>(rank_)) std::this_thread::sleep_for(kSlow);
+  }
+
+ private:
+  int rank_;
+  unsigned calls_ = 0;
+};
+
+TEST_CASE("a native collective's calibrated time is each call's slowest rank, not the slowest rank's median") {
+  auto store = make_memory_store();
+  NativeProfile profiles[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      AlternatelySlowNative native(r);
+      profiles[r] = calibrate_native(native, *store, r, 2, std::chrono::milliseconds(10000));
+    });
+  for (auto& t : ranks) t.join();
+  const NativeCurve* curve = profiles[0].find(Collective::allreduce, "native");
+  REQUIRE(curve);
+  REQUIRE(curve->points.size() >= 3);
+  const double slow_us = std::chrono::duration<double, std::micro>(AlternatelySlowNative::kSlow).count();
+  for (const auto& [bytes, us] : curve->points) {
+    INFO("at " << bytes << " B");
+    // A rank's own median of alternately slow and fast calls is half of that
+    // or less; the pairs' median is the slow time.
+    CHECK(us >= slow_us);
+  }
+  CHECK(profiles[1].find(Collective::allreduce, "native")->points == curve->points);  // every rank alike
+}
+
 TEST_CASE("tuning file version 3 keeps the key and the native curves") {
   TuningExtras ex;
   ex.key_id = "0123456789abcdef";
