@@ -10,6 +10,7 @@
 #include "engine/direct/direct_engine.hpp"
 #include "select/calibration_measure.hpp"
 #include "select/timing_plan.hpp"
+#include "util/carryover_order.hpp"
 #include "util/log.hpp"
 
 #include <algorithm>
@@ -55,7 +56,10 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
     wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
     if (over > 0 && iterations >= min_rounds * kTimedPerTurn) break;
     if (k >= warmup) iterations += kTimedPerTurn;
-    for (std::size_t& i : candidates) {
+    // In an order that changes every round, so that no candidate always
+    // follows the same one (util/carryover_order.hpp).
+    for (std::size_t j = 0; j < candidates.size(); ++j) {
+      std::size_t& i = candidates[util::carryover_order(candidates.size(), static_cast<std::size_t>(k), j)];
       if (i == names.size()) continue;  // refused at this size
       options.algorithm = names[i];
       try {

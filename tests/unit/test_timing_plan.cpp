@@ -2,6 +2,7 @@
 
 #include "select/timing_plan.hpp"
 #include "select_fixtures.hpp"
+#include "util/carryover_order.hpp"
 
 #include <doctest/doctest.h>
 
@@ -165,4 +166,29 @@ TEST_CASE("timing plan: where the fastest changes between two timed sizes, the s
   }
   q.s.set_measured_profile(q.so_far);
   CHECK(refinement_between(q.s, q.names, lo, hi, q.so_far).bytes == 0);
+}
+
+TEST_CASE("rounds in carryover-balanced order: every contender follows every other one equally often") {
+  for (std::size_t n = 1; n <= 7; ++n) {
+    CAPTURE(n);
+    const std::size_t period = n % 2 == 0 ? n : 2 * n;
+    std::vector<std::vector<int>> follows(n, std::vector<int>(n, 0));  // [before][after]
+    std::vector<int> first(n, 0);
+    for (std::size_t round = 0; round < period; ++round) {
+      std::vector<std::size_t> order;
+      for (std::size_t j = 0; j < n; ++j) order.push_back(util::carryover_order(n, round, j));
+      std::vector<std::size_t> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t j = 0; j < n; ++j) CHECK(sorted[j] == j);  // each round runs every contender once
+      ++first[order[0]];
+      for (std::size_t j = 1; j < n; ++j) ++follows[order[j - 1]][order[j]];
+    }
+    const int times = n % 2 == 0 ? 1 : 2;
+    for (std::size_t a = 0; a < n; ++a) {
+      CHECK(first[a] == times);  // and starts equally often
+      for (std::size_t b = 0; b < n; ++b)
+        if (a != b) CHECK(follows[a][b] == times);
+    }
+    CHECK(util::carryover_order(n, period + 1, 0) == util::carryover_order(n, 1, 0));  // periodic
+  }
 }

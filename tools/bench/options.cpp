@@ -81,8 +81,8 @@ cli::Parser make_parser(Options& o) {
             "operations per timed iteration, back to back (default\n1); the iteration's time is divided by N", o.agg, 1);
   p.integer("--rounds", "R",
             "split each point's timed iterations into R turns; with\nseveral --algo, every algorithm takes its turn in each\n"
-            "round, so a slow spell of a shared machine hits them\nalike; each turn starts with its own warm-up (at least\n"
-            "2 calls) and is timed back to back (default 1)",
+            "round (in an order that changes every round), so a\nslow spell of a shared machine hits them alike; each\n"
+            "turn starts with its own warm-up (at least 2 calls) and\nis timed back to back (default 1)",
             o.rounds, 1);
   p.option("-a,--average", "0|1|2|3",
            "each iteration's time across ranks: rank 0's (0), the\nmean (1), the fastest (2) or the slowest rank's (3,\n"

@@ -2,6 +2,8 @@
 
 #include "data.hpp"
 
+#include "util/carryover_order.hpp"
+
 #include <comm/error.hpp>
 
 #include <algorithm>
@@ -290,7 +292,10 @@ void Runner::measure_in_rounds(const Layout& l, const std::vector<std::string>& 
   const int warm = std::max(2, scaled_warmup(opts_.warmup, l.bytes) / rounds);
   prepare(l, false, false);
   for (int k = 0; k < rounds; ++k)
-    for (std::size_t a = 0; a < algos.size(); ++a) {
+    for (std::size_t j = 0; j < algos.size(); ++j) {
+      // In an order that changes every round, so that no algorithm always
+      // follows the same one (util/carryover_order.hpp).
+      const std::size_t a = util::carryover_order(algos.size(), static_cast<std::size_t>(k), j);
       Point& p = points[a];
       if (p.skipped) continue;
       // The iterations split as evenly as they go, the first rounds taking one more.
