@@ -25,6 +25,11 @@
 #                         cp /usr/lib/cmake/doctest/doctest.cmake /usr/lib/cmake/doctest/doctestAddTests.cmake R/
 #   COMM_BENCH_MAX      largest benchmark size in bytes (default 67108864)
 #   COMM_BUILD_TIMEOUT  seconds allowed for the build (default 300; 16 cores need ~60)
+#   COMM_TEST_TIMEOUT   seconds allowed for each test phase (default 240; the benchmark gets half)
+#   COMM_GPU_MPS=1      also run the CUDA-IPC test under the MPS daemon when the machine has
+#                       nvidia-cuda-mps-control: without MPS two processes on one GPU take
+#                       turns in time slices, so a kernel spinning on a peer's flag waits for
+#                       the peer's slice; under MPS both kernels run at once
 # Exit status: 0 when the build and every nccl and gpu test passed (skips allowed), 1 otherwise.
 set -uo pipefail
 
@@ -33,6 +38,7 @@ build=${1:-$root/build-gpu-check}
 logs=${OUT:-$build/logs}
 bench_max=${COMM_BENCH_MAX:-67108864}
 jobs=$(nproc 2>/dev/null || echo 4)
+test_limit=${COMM_TEST_TIMEOUT:-240}
 
 rm -rf "$build"
 mkdir -p "$build" "$logs"
@@ -47,6 +53,7 @@ phase_failed=0
   uname -a
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"
   nvidia-smi topo -m 2>&1 || true
+  echo "MPS control: $(command -v nvidia-cuda-mps-control || echo none)"
 } >"$logs/machine.txt" 2>&1
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 note "GPUs visible to nvidia-smi: ${gpus:-0}"
@@ -115,17 +122,36 @@ fi
 note "build ok"
 
 # ---- 3. the nccl tests
-if ! (cd "$build" && timeout 240 ctest -L nccl --output-on-failure --timeout 200) >"$logs/ctest.txt" 2>&1; then
+if ! (cd "$build" && timeout "$test_limit" ctest -L nccl --output-on-failure --timeout $((test_limit - 20))) >"$logs/ctest.txt" 2>&1; then
   phase_failed=1
 fi
 grep -E "tests passed|Passed|Failed|Skipped|\\*\\*\\*" "$logs/ctest.txt" | tee -a "$summary"
 
 # ---- 4. the CUDA-IPC direct-memory tests (verbose: their figures go to the summary)
-if ! (cd "$build" && timeout 300 ctest -L gpu -V --timeout 280) >"$logs/ctest-gpu.txt" 2>&1; then
+if ! (cd "$build" && timeout "$test_limit" ctest -L gpu -V --timeout $((test_limit - 20))) >"$logs/ctest-gpu.txt" 2>&1; then
   phase_failed=1
 fi
-grep -E "tests passed|Failed|Skipped|SKIPPED|FAILED|sweep:|graph:|floor:|latency:|all checks passed" \
-  "$logs/ctest-gpu.txt" | sed 's/^[0-9]*: //' | tee -a "$summary"
+gpu_figures() {
+  grep -E "tests passed|Failed|Skipped|SKIPPED|FAILED|sweep:|graph:|floor:|latency:|all checks passed" "$1" |
+    sed 's/^[0-9]*: //' | tee -a "$summary"
+}
+gpu_figures "$logs/ctest-gpu.txt"
+
+# ---- 4b. the same under MPS, where both processes' kernels run at once
+if [ "${COMM_GPU_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/comm-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/comm-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    note "under MPS:"
+    (cd "$build" && timeout $((test_limit / 2)) ctest -L gpu -R cuda_ipc -V --timeout $((test_limit / 2 - 10))) \
+      >"$logs/ctest-gpu-mps.txt" 2>&1 || phase_failed=1
+    gpu_figures "$logs/ctest-gpu-mps.txt"
+    echo quit | nvidia-cuda-mps-control
+  else
+    note "MPS daemon did not start"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 
 # ---- 5. benchmark: one process per GPU when commrun is there
 ranks=${gpus:-1}
@@ -134,7 +160,7 @@ bench=("$build/bin/nccl_bench" "$bench_max")
 if [ "$ranks" -gt 1 ] && [ -x "$build/bin/commrun" ]; then
   bench=("$build/bin/commrun" -n "$ranks" --timeout 100 -- "${bench[@]}")
 fi
-timeout 120 env COMM_TRANSPORT=nccl "${bench[@]}" >"$logs/bench.txt" 2>&1
+timeout $((test_limit / 2)) env COMM_TRANSPORT=nccl "${bench[@]}" >"$logs/bench.txt" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ]; then
   note "benchmark ($ranks rank(s)):"

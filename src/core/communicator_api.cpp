@@ -130,7 +130,7 @@ const PeerTable& Communicator::peers() const { return impl().peers(); }
 void Communicator::abort() noexcept {
   if (impl_) impl_->abort();
 }
-bool Communicator::failed() const noexcept { return impl_ && impl_->failed(); }
+bool Communicator::failed() const noexcept { return impl_ && (impl_->failed() || impl_->aborted()); }
 
 LinkInfo Communicator::link(int a, int b) const {
   check_rank(Collective::send, "rank", a, size());

@@ -70,6 +70,7 @@ class CommunicatorImpl {
 
   void abort() noexcept;
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
   std::unique_ptr<CommunicatorImpl> split(int color, int key);
   // The flight recorder as JSON; `reason` says why it is dumped.
   std::string flight_recorder_json(const std::string& reason = "request") const;

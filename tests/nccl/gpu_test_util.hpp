@@ -54,6 +54,9 @@ class DeviceBuffer {
   std::size_t bytes() const noexcept { return bytes_; }
   void upload(const std::vector<std::byte>& host) {
     cuda_ok(cudaMemcpy(p_, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    // From pageable memory cudaMemcpy may return before the DMA landed, and
+    // work on non-blocking streams does not wait for the legacy stream.
+    cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy)");
   }
   std::vector<std::byte> download() const {
     std::vector<std::byte> host(bytes_);

@@ -4,17 +4,84 @@
 // process per GPU under commrun (tools/gpu-check.sh does).
 //
 //   nccl_bench [max_bytes]   (default 64 MiB; sizes 8 B .. max_bytes, x8 steps)
-// Times are per operation, from CUDA events around 20 back-to-back launches
-// after 5 warm-up ones; busbw follows nccl-tests: algbw * 2(n-1)/n.
+// Times are per operation, from CUDA events around 100 back-to-back launches
+// after 5 warm-up ones; busbw follows nccl-tests: algbw * 2(n-1)/n. On one
+// rank a `raw-nccl` row times ncclAllReduce called directly on a communicator
+// of its own, the same way: `native` over it is what comm adds to NCCL.
 
 #include "gpu_test_util.hpp"
 
 #include <comm/comm.hpp>
 
+#include <nccl.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 using namespace comm;
+
+namespace {
+
+constexpr int kIters = 100;
+
+// Microseconds per call of `call`, enqueued back to back on `stream`, from CUDA events.
+double time_per_call(cudaStream_t stream, const std::function<void()>& call) {
+  cudaEvent_t start, stop;
+  test::cuda_ok(cudaEventCreate(&start), "cudaEventCreate");
+  test::cuda_ok(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int i = 0; i < 5; ++i) call();
+  test::cuda_ok(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (int i = 0; i < kIters; ++i) call();
+  test::cuda_ok(cudaEventRecord(stop, stream), "cudaEventRecord");
+  test::cuda_ok(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  test::cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1e3 * ms / kIters;
+}
+
+// Host nanoseconds per call of `call`, over 2000 calls after 100 untimed ones.
+double host_ns(const std::function<void()>& call) {
+  for (int i = 0; i < 100; ++i) call();
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kCalls = 2000;
+  for (int i = 0; i < kCalls; ++i) call();
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kCalls;
+}
+
+// What one launch-bound call costs the host, and the CUDA queries the library makes per call:
+// where the time between `native` and `raw-nccl` at small sizes goes.
+void print_host_costs(Communicator& comm, ncclComm_t raw, void* in, void* out, cudaStream_t stream) {
+  const View vin{in, 2, DataType::f32, MemoryKind::cuda}, vout{out, 2, DataType::f32, MemoryKind::cuda};
+  CallOptions o{"native", {}, 0, stream};
+  cudaEvent_t ev;
+  test::cuda_ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  cudaPointerAttributes attr{};
+  cudaStreamCaptureStatus capture{};
+  int device = 0;
+  const std::pair<const char*, std::function<void()>> rows[] = {
+      {"comm allreduce native 8 B", [&] { comm.allreduce(vin, vout, ReduceOp::sum, o); }},
+      {"ncclAllReduce 8 B", [&] { ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, raw, stream); }},
+      {"cudaPointerGetAttributes", [&] { cudaPointerGetAttributes(&attr, in); }},
+      {"cudaStreamIsCapturing", [&] { cudaStreamIsCapturing(stream, &capture); }},
+      {"cudaEventRecord", [&] { cudaEventRecord(ev, stream); }},
+      {"cudaGetDevice", [&] { cudaGetDevice(&device); }},
+  };
+  for (const auto& [name, call] : rows) {
+    std::printf("# host: %-28s %8.0f ns per call\n", name, host_ns(call));
+    test::cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  cudaEventDestroy(ev);
+}
+
+void nccl_ok(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string why;
@@ -29,15 +96,18 @@ int main(int argc, char** argv) {
   const int n = comm.size();
   cudaStream_t stream;
   test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  cudaEvent_t start, stop;
-  test::cuda_ok(cudaEventCreate(&start), "cudaEventCreate");
-  test::cuda_ok(cudaEventCreate(&stop), "cudaEventCreate");
   test::DeviceBuffer in(max_bytes), out(max_bytes);
   test::cuda_ok(cudaMemset(in.get(), 0, max_bytes), "cudaMemset");
 
   if (comm.rank() == 0)
     std::printf("# allreduce f32 sum, %d ranks; us per op (predicted), busbw GB/s\n%12s %-10s %12s %12s %10s\n", n,
                 "bytes", "algorithm", "measured_us", "predicted_us", "busbw");
+  ncclComm_t raw = nullptr;
+  if (n == 1) {
+    int device = 0;
+    test::cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
+    nccl_ok(ncclCommInitAll(&raw, 1, &device), "ncclCommInitAll");
+  }
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
     const std::size_t count = bytes / 4;
     const View vin{in.get(), count, DataType::f32, MemoryKind::cuda};
@@ -46,15 +116,7 @@ int main(int argc, char** argv) {
     for (const std::string& alg : comm.algorithms(Collective::allreduce)) {
       CallOptions o{alg, {}, 0, stream};
       try {
-        for (int i = 0; i < 5; ++i) comm.allreduce(vin, vout, ReduceOp::sum, o);
-        constexpr int kIters = 20;
-        test::cuda_ok(cudaEventRecord(start, stream), "cudaEventRecord");
-        for (int i = 0; i < kIters; ++i) comm.allreduce(vin, vout, ReduceOp::sum, o);
-        test::cuda_ok(cudaEventRecord(stop, stream), "cudaEventRecord");
-        test::cuda_ok(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        test::cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        const double us = 1e3 * ms / kIters;
+        const double us = time_per_call(stream, [&] { comm.allreduce(vin, vout, ReduceOp::sum, o); });
         double predicted = -1;
         for (const auto& c : candidates)
           if (c.algorithm == alg) predicted = c.predicted_us;
@@ -67,9 +129,17 @@ int main(int argc, char** argv) {
         if (comm.rank() == 0) std::printf("%12zu %-10s not eligible: %s\n", bytes, alg.c_str(), e.what());
       }
     }
+    if (raw) {
+      const double us = time_per_call(stream, [&] {
+        nccl_ok(ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, raw, stream), "ncclAllReduce");
+      });
+      std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, "raw-nccl", us, "-", bytes / us * 1e-3);
+    }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  if (raw) {
+    print_host_costs(comm, raw, in.get(), out.get(), stream);
+    ncclCommDestroy(raw);
+  }
   cudaStreamDestroy(stream);
   return 0;
 }

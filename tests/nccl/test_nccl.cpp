@@ -10,8 +10,10 @@
 
 #include <comm/comm.hpp>
 
+#include <chrono>
 #include <memory>
 #include <numeric>
+#include <thread>
 
 using namespace comm;
 using comm::test::DeviceBuffer;
@@ -51,6 +53,35 @@ std::vector<std::byte> filled(DataType t, std::size_t n, double (*f)(DataType, s
   std::vector<std::byte> v(n * dtype_size(t));
   for (std::size_t i = 0; i < n; ++i) test::put(v, t, i, f(t, i));
   return v;
+}
+
+// Stream work that holds the stream for `ms` and then writes `values` into pinned host memory,
+// which a copy enqueued after it moves to the device: whatever reads that device buffer later in
+// stream order sees `values`; whatever runs out of order (or before the host function) does not.
+struct LateInput {
+  std::vector<std::byte> values;
+  std::byte* pinned = nullptr;
+  int ms;
+  LateInput(std::vector<std::byte> v, int delay_ms) : values(std::move(v)), ms(delay_ms) {
+    test::cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&pinned), values.size()), "cudaMallocHost");
+    std::fill(pinned, pinned + values.size(), std::byte{0});
+  }
+  ~LateInput() { cudaFreeHost(pinned); }
+  LateInput(const LateInput&) = delete;
+  LateInput& operator=(const LateInput&) = delete;
+  static void CUDART_CB run(void* self) {
+    auto* l = static_cast<LateInput*>(self);
+    std::this_thread::sleep_for(std::chrono::milliseconds(l->ms));
+    std::copy(l->values.begin(), l->values.end(), l->pinned);
+  }
+  void enqueue(void* device, cudaStream_t s) {
+    test::cuda_ok(cudaLaunchHostFunc(s, &LateInput::run, this), "cudaLaunchHostFunc");
+    test::cuda_ok(cudaMemcpyAsync(device, pinned, values.size(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -222,12 +253,13 @@ TEST_CASE("1-rank communicator: our algorithms through the stream engine") {
   }
 }
 
-TEST_CASE("CUDA graph: capture an all-reduce once, replay it on new data") {
+TEST_CASE("CUDA graph: capture 100 all-reduces once, replay them 10 times on new data") {
   Communicator comm = Communicator::create(one_rank());
   cudaStream_t stream;
   test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  const std::size_t n = 1 << 16;
-  DeviceBuffer in(n * 4), out(n * 4);
+  constexpr int kCalls = 100, kReplays = 10;
+  const std::size_t n = 1 << 12, bytes = n * 4;
+  DeviceBuffer in(bytes * kCalls), out(bytes * kCalls);
   for (const char* algorithm : {"native", "ring"}) {
     CAPTURE(algorithm);
     CallOptions o;
@@ -235,21 +267,54 @@ TEST_CASE("CUDA graph: capture an all-reduce once, replay it on new data") {
     o.stream = stream;
     cudaGraph_t graph = nullptr;
     test::cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-    comm.allreduce({in.get(), n, DataType::f32, MemoryKind::cuda}, {out.get(), n, DataType::f32, MemoryKind::cuda},
-                   ReduceOp::sum, o);
+    for (int k = 0; k < kCalls; ++k)  // call k reads slice k and writes slice k
+      comm.allreduce({static_cast<std::byte*>(in.get()) + k * bytes, n, DataType::f32, MemoryKind::cuda},
+                     {static_cast<std::byte*>(out.get()) + k * bytes, n, DataType::f32, MemoryKind::cuda},
+                     ReduceOp::sum, o);
     test::cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
     cudaGraphExec_t exec = nullptr;
     test::cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-    for (int round = 0; round < 3; ++round) {
-      std::vector<std::byte> a(n * 4);
-      for (std::size_t i = 0; i < n; ++i) test::put(a, DataType::f32, i, double(i % 100) + round);
+    for (int round = 0; round < kReplays; ++round) {
+      std::vector<std::byte> a(bytes * kCalls);
+      for (std::size_t i = 0; i < n * kCalls; ++i) test::put(a, DataType::f32, i, double(i % 1000) + round);
       in.upload(a);
+      test::cuda_ok(cudaMemset(out.get(), 0, bytes * kCalls), "memset");
+      test::cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "sync");
       test::cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
       test::cuda_ok(cudaStreamSynchronize(stream), "sync");
       CHECK(out.download() == a);
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("CallOptions::stream: the call waits for earlier work on its stream, and the host does not") {
+  Communicator comm = Communicator::create(one_rank());
+  cudaStream_t stream;
+  test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const std::size_t n = 100'003;
+  const auto a = filled(DataType::f32, n, value_a);
+  for (const char* algorithm : {"native", "ring"}) {
+    CAPTURE(algorithm);
+    CallOptions o;
+    o.algorithm = algorithm;
+    o.stream = stream;
+    DeviceBuffer in(n * 4), out(n * 4);
+    test::cuda_ok(cudaMemset(in.get(), 0, n * 4), "memset");
+    test::cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "sync");
+    LateInput late(a, 300);
+    late.enqueue(in.get(), stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.allreduce({in.get(), n, DataType::f32, MemoryKind::cuda}, {out.get(), n, DataType::f32, MemoryKind::cuda},
+                   ReduceOp::sum, o);
+    const double returned_after = seconds_since(t0);
+    const cudaError_t pending = cudaStreamQuery(stream);
+    CHECK_MESSAGE(pending == cudaErrorNotReady, "the stream finished before the 300 ms host function could");
+    CHECK_MESSAGE(returned_after < 0.15, "allreduce returned after " << returned_after << " s: it waited for the stream");
+    test::cuda_ok(cudaStreamSynchronize(stream), "sync");
+    CHECK_MESSAGE(out.download() == a, "the all-reduce did not read the input written before it in stream order");
   }
   cudaStreamDestroy(stream);
 }
@@ -273,6 +338,44 @@ TEST_CASE("usage errors: host memory is refused with a reason") {
     CHECK(std::string(e.what()).find("not CUDA device memory") != std::string::npos);
   }
   CHECK_FALSE(comm.failed());
+}
+
+// Last: it leaves an aborted NCCL communicator's work to drain from the stream.
+TEST_CASE("abort() while work is enqueued returns within a second and fails later calls") {
+  Communicator comm = Communicator::create(one_rank());
+  cudaStream_t stream;
+  test::cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const std::size_t n = 4096;
+  DeviceBuffer in(n * 4), out(n * 4);
+  LateInput late(filled(DataType::f32, n, value_a), 2000);  // the stream is held for 2 s
+  late.enqueue(in.get(), stream);
+  CallOptions o;
+  o.algorithm = "native";
+  o.stream = stream;
+  Work w = comm.iallreduce({in.get(), n, DataType::f32, MemoryKind::cuda},
+                           {out.get(), n, DataType::f32, MemoryKind::cuda}, ReduceOp::sum, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  comm.abort();
+  const double abort_s = seconds_since(t0);
+  CHECK_MESSAGE(abort_s < 1.0, "abort() took " << abort_s << " s with work enqueued");
+  CHECK(comm.failed());
+  try {
+    w.wait();
+    // An operation already handed to the stream may complete; a later call may not.
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::aborted);
+  }
+  CHECK_THROWS_AS(comm.allreduce({in.get(), n, DataType::f32, MemoryKind::cuda},
+                                 {out.get(), n, DataType::f32, MemoryKind::cuda}, ReduceOp::sum, o),
+                  Error);
+  // The stream drains (the host function ends; nothing enqueued by NCCL is left spinning).
+  const auto drain0 = std::chrono::steady_clock::now();
+  cudaError_t s = cudaErrorNotReady;
+  while ((s = cudaStreamQuery(stream)) == cudaErrorNotReady && seconds_since(drain0) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK_MESSAGE(s != cudaErrorNotReady, "the stream was still busy 10 s after abort()");
+  cudaGetLastError();
+  cudaStreamDestroy(stream);
 }
 
 int main(int argc, char** argv) {

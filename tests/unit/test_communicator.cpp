@@ -274,6 +274,18 @@ TEST_CASE("abort from another thread unblocks a waiting receive quickly") {
   });
 }
 
+TEST_CASE("abort with nothing pending: failed() says so at once and the next call is refused") {
+  run_local(1, [](Communicator& c) {
+    CHECK_FALSE(c.failed());
+    c.abort();
+    CHECK(c.failed());
+    std::vector<float> v(4, 1.0f);
+    Error e = expect_error([&] { c.allreduce(view(v), ReduceOp::sum); });
+    CHECK(e.code() == ErrorCode::communicator_failed);
+    CHECK(contains(e.what(), "aborted"));
+  });
+}
+
 TEST_CASE("iall_to_allv: the count arrays are read during the call only; the Work completes later") {
   // Rank i sends (i + j + 1) elements of value 100*i + j to rank j.
   run_local(3, [](Communicator& c) {

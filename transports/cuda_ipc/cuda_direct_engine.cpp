@@ -77,7 +77,7 @@ CudaDirectEngine::CudaDirectEngine(CudaIpcMemory& memory) : memory_(memory) {
                                             std::to_string(device) + " cannot launch cooperative kernels");
   ok(cudaMalloc(&state_, sizeof(DeviceState)), memory_.rank(), "cudaMalloc(device state)");
   const DeviceState initial{};
-  ok(cudaMemcpy(state_, &initial, sizeof initial, cudaMemcpyHostToDevice), memory_.rank(), "cudaMemcpy(device state)");
+  upload_and_wait(state_, &initial, sizeof initial, memory_.rank(), "device state");
 }
 
 CudaDirectEngine::~CudaDirectEngine() {
@@ -124,11 +124,10 @@ const DevicePlan& CudaDirectEngine::plan(std::size_t count, DataType dtype, std:
   const auto& ops = p->program.ops;
   const auto& srcs = p->program.srcs;
   ok(cudaMalloc(reinterpret_cast<void**>(&p->ops), sizeof(DeviceOp) * ops.size()), rank, "cudaMalloc(plan)");
-  ok(cudaMemcpy(p->ops, ops.data(), sizeof(DeviceOp) * ops.size(), cudaMemcpyHostToDevice), rank, "cudaMemcpy(plan)");
+  upload_and_wait(p->ops, ops.data(), sizeof(DeviceOp) * ops.size(), rank, "plan");
   if (!srcs.empty()) {
     ok(cudaMalloc(reinterpret_cast<void**>(&p->srcs), sizeof(DeviceRef) * srcs.size()), rank, "cudaMalloc(plan)");
-    ok(cudaMemcpy(p->srcs, srcs.data(), sizeof(DeviceRef) * srcs.size(), cudaMemcpyHostToDevice), rank,
-       "cudaMemcpy(plan)");
+    upload_and_wait(p->srcs, srcs.data(), sizeof(DeviceRef) * srcs.size(), rank, "plan");
   }
   p->blocks = blocks_for_program(p->program.largest_op, multiprocessors_);
   return *plans_.emplace(key, std::move(p)).first->second;

@@ -33,6 +33,11 @@ std::string cuda_failure(int rank, const std::string& call, int status) {
          ")";
 }
 
+void upload_and_wait(void* device, const void* host, std::size_t bytes, int rank, const std::string& what) {
+  ok(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), rank, "cudaMemcpy(" + what + ")");
+  ok(cudaStreamSynchronize(cudaStreamLegacy), rank, "cudaStreamSynchronize after cudaMemcpy(" + what + ")");
+}
+
 CudaIpcMemory::CudaIpcMemory(Store& store, int rank, int size, CudaIpcOptions options)
     : store_(&store), rank_(rank), size_(size), options_(std::move(options)) {
   if (size < 1 || rank < 0 || rank >= size)
@@ -47,8 +52,10 @@ CudaIpcMemory::CudaIpcMemory(Store& store, int rank, int size, CudaIpcOptions op
   info_.memory = MemoryKind::cuda;
   info_.window_bytes = options_.window_bytes;
   info_.slots = options_.slots;
-  // For the cost model until measured on a GPU (issue 18): a system-scope flag
-  // crosses PCIe/NVLink in about a microsecond; the rates are NVLink-class.
+  // For the cost model until measured across GPUs: a system-scope flag crosses
+  // PCIe/NVLink in about a microsecond; the rates are NVLink-class. (Two
+  // processes on one H200 under MPS hand a flag over in 3.8-5.1 us, a kernel
+  // launch included: README.md.)
   info_.flag_latency_us = 1.0;
   info_.read_gbps = 150.0;
   info_.copy_gbps = 1000.0;
@@ -99,8 +106,7 @@ void CudaIpcMemory::exchange(Store& store) {
   std::byte** dev = nullptr;
   ok(cudaMalloc(reinterpret_cast<void**>(&dev), sizeof(std::byte*) * bases_.size()), rank_, "cudaMalloc(bases)");
   device_bases_ = dev;
-  ok(cudaMemcpy(dev, bases_.data(), sizeof(std::byte*) * bases_.size(), cudaMemcpyHostToDevice), rank_,
-     "cudaMemcpy(bases)");
+  upload_and_wait(dev, bases_.data(), sizeof(std::byte*) * bases_.size(), rank_, "bases");
 }
 
 CudaIpcMemory::~CudaIpcMemory() {

@@ -86,4 +86,10 @@ class CudaIpcMemory final : public DirectMemory {
 /// "rank 1: cudaIpcOpenMemHandle(rank 0's windows): invalid device context (cudaErrorInvalidContext)".
 std::string cuda_failure(int rank, const std::string& call, int status);
 
+/// Copies `bytes` from host memory to device memory and returns once they have
+/// landed. cudaMemcpy from pageable memory may return while its DMA is still
+/// under way, and a kernel on a non-blocking stream does not wait for it: on a
+/// GPU shared through MPS one read the end of a 4 MiB input before it arrived.
+void upload_and_wait(void* device, const void* host, std::size_t bytes, int rank, const std::string& what);
+
 }  // namespace comm::cuda_ipc

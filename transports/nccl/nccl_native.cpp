@@ -93,7 +93,7 @@ std::vector<std::string> NcclNative::algorithms(Collective) const { return {std:
 bool NcclNative::supports(const CollectiveArgs& a, std::string_view algorithm, std::string* why) const {
   if (algorithm != kNative)
     return refuse(why, "the nccl transport has no native algorithm '" + std::string(algorithm) + "'");
-  if (a.memory != MemoryKind::cuda)
+  if (a.memory != MemoryKind::cuda && a.collective != Collective::barrier)  // a barrier moves its own token
     return refuse(why, "NCCL moves only CUDA device memory; pass buffers with MemoryKind::cuda");
   if (a.dtype == DataType::bf16 && t_.nccl_version() < kAvgVersion)
     return refuse(why, "bf16 needs NCCL 2.10 or newer (this is " + std::to_string(t_.nccl_version()) + ")");

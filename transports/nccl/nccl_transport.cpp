@@ -337,11 +337,15 @@ void NcclTransport::Call::track(cudaStream_t stream) {
   const cudaError_t e = cudaEventRecord(ev, stream);
   if (e != cudaSuccess) cudaEventDestroy(ev);
   check_cuda(e, "cudaEventRecord");
+  bool was_idle = false;
   {
     std::lock_guard lk(t_.wd_mu_);
+    was_idle = t_.pending_.empty();
     t_.pending_.push_back({ev, Clock::now() + timeout_, op_});
   }
-  t_.wd_cv_.notify_one();
+  // A watchdog with work pending looks again within 2 ms anyway; waking it on
+  // every call would cost each launch a futex wake and a contended thread.
+  if (was_idle) t_.wd_cv_.notify_one();
 }
 
 void NcclTransport::watchdog_loop() noexcept {
