@@ -26,7 +26,8 @@ struct Point {
   int iterations;
 };
 
-// Adds the median of each point's iterations to `profile`.
+// Adds the median of each point's iterations to `profile`, in place of a time
+// measured earlier at the same size.
 void add_medians(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
                  const std::vector<double>& times) {
   for (const Point& p : points) {
@@ -34,6 +35,7 @@ void add_medians(NativeProfile& profile, const std::vector<std::string>& names, 
     const double median = calib::robust_median(std::vector<double>(from, from + p.iterations));
     const NativeCurve* had = profile.find(Collective::allreduce, names[p.algorithm]);
     std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
+    std::erase_if(curve, [&](const auto& point) { return point.first == p.bytes; });
     curve.emplace_back(p.bytes, median);
     profile.set(Collective::allreduce, names[p.algorithm], std::move(curve));
   }
@@ -145,12 +147,26 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
     return iterations > 0 ? spent * (warmup + rounds) / rounds : 0.0;
   };
+  // Times what the corrected model now puts fastest at `bytes` if that was
+  // not timed there (select/timing_plan.hpp challenger_at); the same on every
+  // rank, as the profile is. Returns the time it took.
+  const auto time_challengers = [&](std::size_t bytes) {
+    double spent = 0;
+    for (int k = 0; k < kMaxChallengers; ++k) {
+      selector_->set_measured_profile(profile);
+      TimingCandidates c = challenger_at(*selector_, names, bytes, profile);
+      if (c.indices.empty()) break;
+      spent += time_size(bytes, std::move(c), kMinTimedRounds, kRefinementBudgetPerSizeUs);
+    }
+    return spent;
+  };
   std::vector<std::size_t> sizes;  // those timed, increasing
   for (const std::size_t bytes : kTimingLadder) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
     if (c.indices.empty()) continue;
     time_size(bytes, std::move(c), bytes == kLargestTimed ? kMinTimedRoundsLast : kMinTimedRounds,
               kTimingBudgetPerSizeUs);
+    time_challengers(bytes);
     sizes.push_back(bytes);
   }
   // Where the fastest changes between neighbouring sizes, time between them
@@ -168,6 +184,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
       continue;
     }
     refinement_us += time_size(r.bytes, r.candidates, kMinTimedRounds, kRefinementBudgetPerSizeUs);
+    refinement_us += time_challengers(r.bytes);
     sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(k + 1), r.bytes);  // then (lo, mid), then (mid, hi)
   }
   if (rank_ == 0)

@@ -133,4 +133,22 @@ Refinement refinement_between(const Selector& corrected, const std::vector<std::
   return r;
 }
 
+TimingCandidates challenger_at(const Selector& corrected, const std::vector<std::string>& names, std::size_t bytes,
+                               const NativeProfile& so_far) {
+  const std::size_t fastest = fastest_at(names, bytes, so_far);
+  if (fastest == names.size()) return {};
+  double best = std::numeric_limits<double>::infinity();
+  std::size_t predicted_best = names.size();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const double e = corrected.predict(Collective::allreduce, names[i], bytes);
+    if (e >= 0 && e < best) best = e, predicted_best = i;
+  }
+  if (predicted_best == names.size() || predicted_best == fastest) return {};
+  if (const NativeCurve* curve = so_far.find(Collective::allreduce, names[predicted_best]))
+    for (const auto& point : curve->points)
+      if (point.first == bytes) return {};  // timed here: the selector already uses its own time
+  return {{predicted_best, fastest},
+          best + corrected.predict(Collective::allreduce, names[fastest], bytes)};
+}
+
 }  // namespace comm

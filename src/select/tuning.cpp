@@ -34,8 +34,9 @@ using Clock = std::chrono::steady_clock;
 // warmed by an untimed one up to the cache size; 3: direct-memory data at
 // rotating window offsets (a different cost for every mem_* algorithm); 4: a
 // native collective's call times are the slowest rank's per call, as for
-// comm's own algorithms; 5: candidates timed in a carryover-balanced order.
-constexpr int kCalibrationRevision = 5;
+// comm's own algorithms; 5: candidates timed in a carryover-balanced order; 6: an untimed algorithm
+// predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at).
+constexpr int kCalibrationRevision = 6;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

@@ -168,6 +168,49 @@ TEST_CASE("timing plan: where the fastest changes between two timed sizes, the s
   CHECK(refinement_between(q.s, q.names, lo, hi, q.so_far).bytes == 0);
 }
 
+TEST_CASE("timing plan: an algorithm untimed at a size the corrected model now puts fastest there is timed there") {
+  // Every algorithm measured as modelled at 4 KiB and 64 KiB; at 16 KiB only
+  // the model's fastest was timed, in a slow spell (5x its model).
+  constexpr std::size_t lo = 4096, mid = 16384, hi = 64 << 10;
+  auto setup = [](Plan& p, double ratio_at_mid, bool time_all_at_mid) {
+    std::string fastest;
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& a : p.names)
+      if (const double m = p.model(a, mid); m >= 0 && m < best) best = m, fastest = a;
+    for (const auto& a : p.names) {
+      if (p.model(a, lo) < 0) continue;
+      p.measured(a, lo, 1.0);
+      p.measured(a, hi, 1.0);
+      if (a == fastest || time_all_at_mid) p.measured(a, mid, a == fastest ? ratio_at_mid : 1.0);
+    }
+    p.s.set_measured_profile(p.so_far);
+    return fastest;
+  };
+  auto index = [](const Plan& p, const std::string& a) {
+    return static_cast<std::size_t>(std::find(p.names.begin(), p.names.end(), a) - p.names.begin());
+  };
+  Plan p;
+  const std::string slow = setup(p, 5.0, false);
+  const TimingCandidates c = challenger_at(p.s, p.names, mid, p.so_far);
+  REQUIRE(c.indices.size() == 2);
+  const std::string challenger = p.names[c.indices[0]];
+  CHECK(challenger != slow);
+  CHECK(c.indices[1] == index(p, slow));  // measured again beside it, in the same moment
+  // The challenger is what auto would pick there now, on an interpolated prediction.
+  for (const auto& a : p.names)
+    if (const double e = p.s.predict(Collective::allreduce, a, mid); e >= 0)
+      CHECK(p.s.predict(Collective::allreduce, challenger, mid) <= e);
+  CHECK(c.round_us == doctest::Approx(p.s.predict(Collective::allreduce, challenger, mid) +
+                                      p.s.predict(Collective::allreduce, slow, mid)));
+
+  Plan quiet;  // the one timed there stays the fastest: nothing to challenge
+  setup(quiet, 1.0, false);
+  CHECK(challenger_at(quiet.s, quiet.names, mid, quiet.so_far).indices.empty());
+  Plan all;  // every algorithm timed there: the selector uses their own times
+  setup(all, 5.0, true);
+  CHECK(challenger_at(all.s, all.names, mid, all.so_far).indices.empty());
+}
+
 TEST_CASE("rounds in carryover-balanced order: every contender follows every other one equally often") {
   for (std::size_t n = 1; n <= 7; ++n) {
     CAPTURE(n);
