@@ -41,6 +41,45 @@ void add_medians(NativeProfile& profile, const std::vector<std::string>& names, 
   }
 }
 
+// The points timed at one size (candidates refused there are left out) and
+// their times, in one vector for the exchange that makes them the slowest rank's.
+void collect(const std::vector<std::size_t>& candidates, std::size_t refused, std::size_t bytes,
+             const std::vector<std::vector<double>>& mine, int iterations, std::vector<Point>& points,
+             std::vector<double>& times) {
+  for (const std::size_t i : candidates) {
+    if (i == refused) continue;
+    points.push_back({i, bytes, times.size(), iterations});
+    times.insert(times.end(), mine[i].begin(), mine[i].end());
+  }
+}
+
+// comm's own all-reduce algorithms (the native ones are timed by calibrate_native).
+std::vector<std::string> own_algorithms(const Selector& selector) {
+  std::vector<std::string> names;
+  for (const std::string& n : selector.names(Collective::allreduce))
+    if (!selector.is_native(Collective::allreduce, n)) names.push_back(n);
+  return names;
+}
+
+// An internal all-reduce of floats between `in` and `out`; count and bytes are set per size.
+Call timing_call(const float* in, float* out) {
+  Call call;
+  call.collective = Collective::allreduce;
+  call.input = in;
+  call.output = out;
+  call.internal = true;
+  return call;
+}
+
+// What timing one size took, warm-up rounds and untimed calls included.
+double time_spent(const std::vector<double>& times, int iterations, int warmup, double calls_per_timed) {
+  if (iterations == 0) return 0;
+  double spent = 0;
+  for (const double t : times) spent += t;
+  const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
+  return spent * calls_per_timed * (warmup + rounds) / rounds;
+}
+
 }  // namespace
 
 std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector<std::string>& names,
@@ -102,18 +141,12 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 
 NativeProfile CommunicatorImpl::time_algorithms() {
   const auto began = calib::Clock::now();
-  std::vector<std::string> names;
-  for (const std::string& n : selector_->names(Collective::allreduce))
-    if (!selector_->is_native(Collective::allreduce, n)) names.push_back(n);
+  const std::vector<std::string> names = own_algorithms(*selector_);
   const std::size_t max_count = kLargestTimed / sizeof(float);
   std::vector<float> in(max_count, 1.0f), out(max_count, 0.0f);
   NativeProfile profile;
   std::size_t timed = 0;
-  Call call;
-  call.collective = Collective::allreduce;
-  call.input = in.data();
-  call.output = out.data();
-  call.internal = true;
+  Call call = timing_call(in.data(), out.data());
   // Times `c` at `bytes` and adds the medians to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
@@ -133,19 +166,11 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     const auto mine = time_rounds(names, c.indices, call, warmup, min_rounds, budget_us, iterations);
     std::vector<Point> points;
     std::vector<double> times;
-    for (const std::size_t i : c.indices) {
-      if (i == names.size()) continue;
-      points.push_back({i, bytes, times.size(), iterations});
-      times.insert(times.end(), mine[i].begin(), mine[i].end());
-    }
+    collect(c.indices, names.size(), bytes, mine, iterations, points, times);
     slowest_rank(times);
     add_medians(profile, names, points, times);
     timed += points.size();
-    double spent = 0;
-    for (const double t : times) spent += t;
-    spent *= calls_per_timed_call(bytes, selector_->compute().cache_bytes);
-    const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
-    return iterations > 0 ? spent * (warmup + rounds) / rounds : 0.0;
+    return time_spent(times, iterations, warmup, calls_per_timed_call(bytes, selector_->compute().cache_bytes));
   };
   // Times what the corrected model now puts fastest at `bytes` if that was
   // not timed there (select/timing_plan.hpp challenger_at); the same on every
