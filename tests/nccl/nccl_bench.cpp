@@ -7,7 +7,9 @@
 // Times are per operation, from CUDA events around 100 back-to-back launches
 // after 5 warm-up ones; busbw follows nccl-tests: algbw * 2(n-1)/n. On one
 // rank a `raw-nccl` row times ncclAllReduce called directly on a communicator
-// of its own, the same way: `native` over it is what comm adds to NCCL.
+// of its own, the same way: `native` over it is what comm adds to NCCL; and
+// `raw-nccl-nb` on a non-blocking one (config.blocking = 0, ncclInProgress
+// polled), as the transport creates its own.
 
 #include "gpu_test_util.hpp"
 
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 using namespace comm;
@@ -25,6 +28,28 @@ using namespace comm;
 namespace {
 
 constexpr int kIters = 100;
+
+void nccl_ok(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+
+// Until a non-blocking communicator's last call has finished (ncclInProgress polled away).
+void settle(ncclComm_t c, ncclResult_t r, const char* what) {
+  while (r == ncclInProgress) nccl_ok(ncclCommGetAsyncError(c, &r), "ncclCommGetAsyncError");
+  nccl_ok(r, what);
+}
+
+// A one-rank communicator made as the transport makes its own (config.blocking = 0).
+ncclComm_t nonblocking_comm() {
+  ncclUniqueId id;
+  nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t c = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&c, 1, id, 0, &config);  // sets c before it returns
+  settle(c, r, "ncclCommInitRankConfig");
+  return c;
+}
 
 // Microseconds per call of `call`, enqueued back to back on `stream`, from CUDA events.
 double time_per_call(cudaStream_t stream, const std::function<void()>& call) {
@@ -54,7 +79,8 @@ double host_ns(const std::function<void()>& call) {
 
 // What one launch-bound call costs the host, and the CUDA queries the library makes per call:
 // where the time between `native` and `raw-nccl` at small sizes goes.
-void print_host_costs(Communicator& comm, ncclComm_t raw, void* in, void* out, cudaStream_t stream) {
+void print_host_costs(Communicator& comm, ncclComm_t raw, ncclComm_t raw_nb, void* in, void* out,
+                      cudaStream_t stream) {
   const View vin{in, 2, DataType::f32, MemoryKind::cuda}, vout{out, 2, DataType::f32, MemoryKind::cuda};
   CallOptions o{"native", {}, 0, stream};
   cudaEvent_t ev;
@@ -65,6 +91,8 @@ void print_host_costs(Communicator& comm, ncclComm_t raw, void* in, void* out, c
   const std::pair<const char*, std::function<void()>> rows[] = {
       {"comm allreduce native 8 B", [&] { comm.allreduce(vin, vout, ReduceOp::sum, o); }},
       {"ncclAllReduce 8 B", [&] { ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, raw, stream); }},
+      {"ncclAllReduce 8 B, non-blocking",
+       [&] { settle(raw_nb, ncclAllReduce(in, out, 2, ncclFloat32, ncclSum, raw_nb, stream), "ncclAllReduce"); }},
       {"cudaPointerGetAttributes", [&] { cudaPointerGetAttributes(&attr, in); }},
       {"cudaStreamIsCapturing", [&] { cudaStreamIsCapturing(stream, &capture); }},
       {"cudaEventRecord", [&] { cudaEventRecord(ev, stream); }},
@@ -75,10 +103,6 @@ void print_host_costs(Communicator& comm, ncclComm_t raw, void* in, void* out, c
     test::cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
   cudaEventDestroy(ev);
-}
-
-void nccl_ok(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
 }  // namespace
@@ -102,11 +126,12 @@ int main(int argc, char** argv) {
   if (comm.rank() == 0)
     std::printf("# allreduce f32 sum, %d ranks; us per op (predicted), busbw GB/s\n%12s %-10s %12s %12s %10s\n", n,
                 "bytes", "algorithm", "measured_us", "predicted_us", "busbw");
-  ncclComm_t raw = nullptr;
+  ncclComm_t raw = nullptr, raw_nb = nullptr;
   if (n == 1) {
     int device = 0;
     test::cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
     nccl_ok(ncclCommInitAll(&raw, 1, &device), "ncclCommInitAll");
+    raw_nb = nonblocking_comm();
   }
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
     const std::size_t count = bytes / 4;
@@ -134,11 +159,16 @@ int main(int argc, char** argv) {
         nccl_ok(ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, raw, stream), "ncclAllReduce");
       });
       std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, "raw-nccl", us, "-", bytes / us * 1e-3);
+      const double nb = time_per_call(stream, [&] {
+        settle(raw_nb, ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, raw_nb, stream), "ncclAllReduce");
+      });
+      std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, "raw-nccl-nb", nb, "-", bytes / nb * 1e-3);
     }
   }
   if (raw) {
-    print_host_costs(comm, raw, in.get(), out.get(), stream);
+    print_host_costs(comm, raw, raw_nb, in.get(), out.get(), stream);
     ncclCommDestroy(raw);
+    ncclCommDestroy(raw_nb);
   }
   cudaStreamDestroy(stream);
   return 0;
