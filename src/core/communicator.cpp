@@ -180,11 +180,6 @@ std::string CommunicatorImpl::connect() {
       [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native) {
         create_selector(measured, measured_compute, native, overrides);
         return time_algorithms();
-      },
-      [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
-          const std::vector<std::pair<std::string, std::size_t>>& points) {
-        create_selector(cached, cached_compute, native, overrides);
-        return time_points(points);
       });
   if (!selector_) create_selector(links, compute, std::move(tuned.native), overrides);
   selector_->set_measured_profile(tuned.measured);

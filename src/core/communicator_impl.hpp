@@ -92,9 +92,6 @@ class CommunicatorImpl {
   // Times comm's own all-reduce algorithms through the engines (start-up
   // calibration, select/tuning.hpp AlgorithmTimer); collective.
   NativeProfile time_algorithms();
-  // Times single (algorithm, size) all-reduce points the same way: the
-  // check of a cached tuning (select/tuning.hpp PointTimer); collective.
-  std::vector<double> time_points(const std::vector<std::pair<std::string, std::size_t>>& points);
   // One size of time_algorithms: `warmup` untimed rounds, then timed ones
   // while the size has spent less than `budget_us` on every rank, at least
   // `min_rounds` (`iterations`); this rank's times per candidate. A
