@@ -104,6 +104,23 @@ std::size_t fastest_at(const std::vector<std::string>& names, std::size_t bytes,
   return fastest;
 }
 
+// Every algorithm's prediction at `bytes` by the corrected model (negative: not
+// predicted there) and the fastest of them (names.size(): none).
+struct Predictions {
+  std::vector<double> us;
+  std::size_t fastest;
+  double best = std::numeric_limits<double>::infinity();
+};
+
+Predictions predict_all(const Selector& corrected, const std::vector<std::string>& names, std::size_t bytes) {
+  Predictions p{std::vector<double>(names.size()), names.size()};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    p.us[i] = corrected.predict(Collective::allreduce, names[i], bytes);
+    if (p.us[i] >= 0 && p.us[i] < p.best) p.best = p.us[i], p.fastest = i;
+  }
+  return p;
+}
+
 }  // namespace
 
 Refinement refinement_between(const Selector& corrected, const std::vector<std::string>& names, std::size_t lo,
@@ -113,21 +130,16 @@ Refinement refinement_between(const Selector& corrected, const std::vector<std::
   const int mid_log = (std::bit_width(lo) - 1 + std::bit_width(hi) - 1) / 2;
   const std::size_t mid = std::size_t{1} << mid_log;
   const std::size_t at_lo = fastest_at(names, lo, so_far), at_hi = fastest_at(names, hi, so_far);
-  std::vector<double> predicted(names.size());
-  double best = std::numeric_limits<double>::infinity();
-  std::size_t predicted_best = names.size();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    predicted[i] = corrected.predict(Collective::allreduce, names[i], mid);
-    if (predicted[i] >= 0 && predicted[i] < best) best = predicted[i], predicted_best = i;
-  }
+  const Predictions predicted = predict_all(corrected, names, mid);
   // One algorithm fastest at both ends and predicted fastest between: no crossover to place.
-  if (at_lo == at_hi && predicted_best == at_lo) return {};
+  if (at_lo == at_hi && predicted.fastest == at_lo) return {};
   Refinement r;
   r.bytes = mid;
   for (std::size_t i = 0; i < names.size(); ++i)
-    if (predicted[i] >= 0 && (i == at_lo || i == at_hi || predicted[i] <= kRefinementWithin * best)) {
+    if (const double e = predicted.us[i];
+        e >= 0 && (i == at_lo || i == at_hi || e <= kRefinementWithin * predicted.best)) {
       r.candidates.indices.push_back(i);
-      r.candidates.round_us += predicted[i];
+      r.candidates.round_us += e;
     }
   if (r.candidates.indices.size() < 2) return {};
   return r;
@@ -137,18 +149,13 @@ TimingCandidates challenger_at(const Selector& corrected, const std::vector<std:
                                const NativeProfile& so_far) {
   const std::size_t fastest = fastest_at(names, bytes, so_far);
   if (fastest == names.size()) return {};
-  double best = std::numeric_limits<double>::infinity();
-  std::size_t predicted_best = names.size();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const double e = corrected.predict(Collective::allreduce, names[i], bytes);
-    if (e >= 0 && e < best) best = e, predicted_best = i;
-  }
-  if (predicted_best == names.size() || predicted_best == fastest) return {};
-  if (const NativeCurve* curve = so_far.find(Collective::allreduce, names[predicted_best]))
+  const Predictions predicted = predict_all(corrected, names, bytes);
+  const std::size_t challenger = predicted.fastest;
+  if (challenger == names.size() || challenger == fastest) return {};
+  if (const NativeCurve* curve = so_far.find(Collective::allreduce, names[challenger]))
     for (const auto& point : curve->points)
       if (point.first == bytes) return {};  // timed here: the selector already uses its own time
-  return {{predicted_best, fastest},
-          best + corrected.predict(Collective::allreduce, names[fastest], bytes)};
+  return {{challenger, fastest}, predicted.best + predicted.us[fastest]};
 }
 
 }  // namespace comm

@@ -154,16 +154,13 @@ int main(int argc, char** argv) {
         if (comm.rank() == 0) std::printf("%12zu %-10s not eligible: %s\n", bytes, alg.c_str(), e.what());
       }
     }
-    if (raw) {
-      const double us = time_per_call(stream, [&] {
-        nccl_ok(ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, raw, stream), "ncclAllReduce");
-      });
-      std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, "raw-nccl", us, "-", bytes / us * 1e-3);
-      const double nb = time_per_call(stream, [&] {
-        settle(raw_nb, ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, raw_nb, stream), "ncclAllReduce");
-      });
-      std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, "raw-nccl-nb", nb, "-", bytes / nb * 1e-3);
-    }
+    if (raw)
+      for (const auto& [name, c] : {std::pair{"raw-nccl", raw}, std::pair{"raw-nccl-nb", raw_nb}}) {
+        const double us = time_per_call(stream, [&] {
+          settle(c, ncclAllReduce(in.get(), out.get(), count, ncclFloat32, ncclSum, c, stream), "ncclAllReduce");
+        });
+        std::printf("%12zu %-10s %12.2f %12s %10.2f\n", bytes, name, us, "-", bytes / us * 1e-3);
+      }
   }
   if (raw) {
     print_host_costs(comm, raw, raw_nb, in.get(), out.get(), stream);
