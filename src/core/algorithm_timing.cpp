@@ -219,6 +219,44 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   return profile;
 }
 
+std::vector<double> CommunicatorImpl::time_points(const std::vector<std::pair<std::string, std::size_t>>& points) {
+  const std::vector<std::string> names = own_algorithms(*selector_);
+  std::size_t largest = 0;
+  for (const auto& point : points) largest = std::max(largest, std::min(point.second, kLargestTimed));
+  std::vector<float> in(largest / sizeof(float), 1.0f), out(in.size(), 0.0f);
+  Call call = timing_call(in.data(), out.data());
+  std::vector<double> times;  // every point's timed calls, in order; empty for a refused one
+  std::vector<int> counts;
+  for (const auto& [name, bytes] : points) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    std::vector<std::size_t> candidates{static_cast<std::size_t>(it - names.begin())};
+    int iterations = 0;
+    std::vector<std::vector<double>> mine;
+    if (it != names.end() && bytes <= kLargestTimed) {
+      call.count = bytes / sizeof(float);
+      call.in_bytes = call.out_bytes = bytes;
+      if (direct_engine_) {  // as time_algorithms does before each size
+        wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+        direct_engine_->touch_windows();
+      }
+      mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds, kRefinementBudgetPerSizeUs,
+                         iterations);
+    }
+    const bool refused = mine.empty() || candidates[0] == names.size();
+    counts.push_back(refused ? 0 : iterations);
+    if (!refused) times.insert(times.end(), mine[candidates[0]].begin(), mine[candidates[0]].end());
+  }
+  slowest_rank(times);
+  std::vector<double> medians;
+  std::size_t at = 0;
+  for (const int n : counts) {
+    const auto from = times.begin() + static_cast<std::ptrdiff_t>(at);
+    medians.push_back(n > 0 ? calib::robust_median(std::vector<double>(from, from + n)) : -1.0);
+    at += static_cast<std::size_t>(n);
+  }
+  return medians;
+}
+
 // Every iteration's time becomes the slowest rank's, in one exchange.
 void CommunicatorImpl::slowest_rank(std::vector<double>& times) {
   if (times.empty()) return;  // alike on every rank: the same points were timed

@@ -180,6 +180,11 @@ std::string CommunicatorImpl::connect() {
       [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native) {
         create_selector(measured, measured_compute, native, overrides);
         return time_algorithms();
+      },
+      [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
+          const std::vector<std::pair<std::string, std::size_t>>& points) {
+        create_selector(cached, cached_compute, native, overrides);
+        return time_points(points);
       });
   if (!selector_) create_selector(links, compute, std::move(tuned.native), overrides);
   selector_->set_measured_profile(tuned.measured);
@@ -190,6 +195,13 @@ std::string CommunicatorImpl::connect() {
 
 void CommunicatorImpl::create_selector(const LinkMatrix& links, const ComputeParams& compute, NativeProfile native,
                                        const std::vector<OverrideRule>& overrides) {
+  // Calibration replaces the selector a cache check made its calls through.
+  // The choices the last resolution and the direct engine remember go with
+  // it; the selector itself is kept, as flight records and pooled operations
+  // still point into its names.
+  last_resolved_ = {};
+  if (direct_engine_) direct_engine_->forget_names();
+  if (selector_) retired_selectors_.push_back(std::move(selector_));
   selector_ = std::make_unique<Selector>(size_, links, compute, config_.chunk_bytes, overrides, transport_->native(),
                                          schedule_engine_ != nullptr, direct_engine_.get(), plans_.hosts());
   selector_->set_native_profile(std::move(native));

@@ -92,6 +92,9 @@ class CommunicatorImpl {
   // Times comm's own all-reduce algorithms through the engines (start-up
   // calibration, select/tuning.hpp AlgorithmTimer); collective.
   NativeProfile time_algorithms();
+  // Times single (algorithm, size) all-reduce points the same way: the
+  // check of a cached tuning (select/tuning.hpp PointTimer); collective.
+  std::vector<double> time_points(const std::vector<std::pair<std::string, std::size_t>>& points);
   // One size of time_algorithms: `warmup` untimed rounds, then timed ones
   // while the size has spent less than `budget_us` on every rank, at least
   // `min_rounds` (`iterations`); this rank's times per candidate. A
@@ -146,6 +149,7 @@ class CommunicatorImpl {
   std::shared_ptr<const PeerTable> peers_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Selector> selector_;
+  std::vector<std::unique_ptr<Selector>> retired_selectors_;  // replaced at creation (create_selector)
   PlanCache plans_;
   // Created once from what the transport offers; null when not offered.
   std::unique_ptr<Engine> schedule_engine_;  // host executor or stream engine

@@ -163,6 +163,20 @@ void finish_together(Store& store, int rank, int size, std::chrono::milliseconds
 
 }  // namespace
 
+std::vector<std::pair<std::pair<std::string, std::size_t>, double>> cache_check_points(const NativeProfile& measured) {
+  std::vector<std::pair<std::pair<std::string, std::size_t>, double>> out;
+  for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20}) {
+    const NativeCurve* fastest = nullptr;
+    double best = 0;
+    for (const NativeCurve& curve : measured.curves)
+      for (const auto& [b, us] : curve.points)
+        if (curve.collective == Collective::allreduce && b == bytes && us > 0 && (!fastest || us < best))
+          fastest = &curve, best = us;
+    if (fastest) out.push_back({{fastest->algorithm, bytes}, best});
+  }
+  return out;
+}
+
 std::string default_tuning_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/comm";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/comm";
@@ -182,8 +196,25 @@ std::string local_fingerprint() {
 
 namespace {
 
+// Why a cached tuning is stale ("" when it is not): a check point timed now
+// under its cached time / kStaleCacheFactor.
+std::string stale_because(const PointTimer& time_points, const LinkMatrix& links, const ComputeParams& compute,
+                          const NativeProfile& native, const NativeProfile& measured) {
+  if (!time_points) return {};
+  const auto checks = cache_check_points(measured);
+  if (checks.empty()) return {};
+  std::vector<std::pair<std::string, std::size_t>> points;
+  for (const auto& [point, cached] : checks) points.push_back(point);
+  const std::vector<double> now = time_points(links, compute, native, points);
+  for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
+    if (now[i] >= 0 && now[i] * kStaleCacheFactor < checks[i].second)
+      return checks[i].first.first + " at " + std::to_string(checks[i].first.second) + " B took " +
+             util::fixed(now[i], 1) + " us now against " + util::fixed(checks[i].second, 1) + " us cached";
+  return {};
+}
+
 TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const Config& config, LinkMatrix& links,
-                   ComputeParams& compute, const AlgorithmTimer& time_algorithms) {
+                   ComputeParams& compute, const AlgorithmTimer& time_algorithms, const PointTimer& time_points) {
   TuningOutcome out;
   const bool explicit_file = !config.tuning_file.empty();
   const TransportCaps caps = transport.caps();
@@ -205,6 +236,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
   const SetupKey key = agreed_key(transport, store, rank, size, links, config.timeout);
   const std::string dir = explicit_file ? std::string() : default_tuning_dir();
   const std::string path = explicit_file ? config.tuning_file : dir.empty() ? "" : dir + "/tuning-" + key.id + ".json";
+  std::string stale_note;  // why a cached tuning is measured again
   if (!path.empty()) {
     LinkMatrix loaded = links;
     ComputeParams loaded_compute = compute;
@@ -216,7 +248,16 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
       if (explicit_file) throw;
       if (rank == 0) COMM_WARN("calibration: ignoring the cached tuning file: " << e.what());
     }
-    if (found && (explicit_file || ex.key_id == key.id)) {
+    std::string checked;  // how long the check of a cached file took
+    if (found && !explicit_file && ex.key_id == key.id) {
+      const auto check_start = Clock::now();
+      stale_note = stale_because(time_points, loaded, loaded_compute, ex.native, ex.measured);
+      if (!stale_note.empty() && rank == 0)
+        COMM_INFO("calibration: the cached tuning " << path << " was measured in a slow spell (" << stale_note
+                                                    << "); calibrating again");
+      if (time_points) checked = " (checked in " + describe_ms(check_start) + ")";
+    }
+    if (found && (explicit_file || ex.key_id == key.id) && stale_note.empty()) {
       if (explicit_file && ex.key_id != key.id && rank == 0)
         COMM_INFO("tuning file " << path << " was measured for "
                                  << (ex.key_description.empty() ? "another setup" : ex.key_description)
@@ -225,7 +266,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
       compute = loaded_compute;
       out.native = std::move(ex.native);
       out.measured = std::move(ex.measured);
-      out.source = (explicit_file ? "tuning file " : "tuning cache ") + path;
+      out.source = (explicit_file ? "tuning file " : "tuning cache ") + path + checked;
       return out;
     }
   }
@@ -237,6 +278,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
     out.native = calibrate_native(*native, store, rank, size, config.timeout);
   if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
   out.source = "calibrated at creation (" + describe_ms(t0) + ")";
+  if (!stale_note.empty()) out.source += ", replacing a cache measured in a slow spell (" + stale_note + ")";
   if (path.empty()) return out;
   const OthersLoad others = others_load_since(load_before, store, rank, size, config.timeout);
   const std::string busy = "other work kept " + util::fixed(100 * others.share, 0) + " % of " + others.where +
@@ -258,8 +300,9 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
 }  // namespace
 
 TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
-                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms) {
-  TuningOutcome out = tune(transport, store, rank, size, config, links, compute, time_algorithms);
+                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
+                           const PointTimer& time_points) {
+  TuningOutcome out = tune(transport, store, rank, size, config, links, compute, time_algorithms, time_points);
   if (size > 1) finish_together(store, rank, size, config.timeout);
   return out;
 }

@@ -21,7 +21,13 @@
 //    even so, with a warning.
 //  - A file named explicitly is always used as it is (it may come from
 //    another machine on purpose); a cached file is used only if its id
-//    matches, and an unreadable cached file is measured over.
+//    matches, and an unreadable cached file is measured over. Before a cached
+//    file is trusted, its fastest algorithm at 64 KiB and at 1 MiB is timed
+//    again (PointTimer, a few milliseconds): a point now under half its cached
+//    time means the cache was measured in a slow spell that the CPU accounting
+//    of host_load.hpp cannot see (on this project's VM: the link calibrated at
+//    1.4 GB/s against 9.1 GB/s a job later; shared windows 8x slower for 20 s
+//    and more), so the setup is calibrated again and the file replaced.
 //  - Calibration off: the named tuning file if any, else the transports'
 //    nominal figures.
 // Single-rank groups and stream-ordered transports are not calibrated.
@@ -50,12 +56,27 @@ struct TuningOutcome {
 using AlgorithmTimer =
     std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native)>;
 
+// Times the given (algorithm, size) all-reduce points now, over the figures
+// given, every rank at once; returns each point's time (the slowest rank's
+// median; negative where the algorithm refused), the same on every rank.
+using PointTimer = std::function<std::vector<double>(
+    const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native,
+    const std::vector<std::pair<std::string, std::size_t>>& points)>;
+
+// A cached point timed now at less than its cached time / kStaleCacheFactor
+// makes the cache stale (see the file comment).
+inline constexpr double kStaleCacheFactor = 2.0;
+
+// The points a cached tuning is checked at: the fastest of `measured` at 64 KiB and at 1 MiB, with their times.
+std::vector<std::pair<std::pair<std::string, std::size_t>, double>> cache_check_points(const NativeProfile& measured);
+
 // Collective over all ranks of the communicator; `store` is its private store.
 // Overwrites `links` and `compute` with the figures chosen. Throws
 // invalid_config for a malformed or unwritable tuning file named in `config`,
 // timeout if a rank does not take part, or the transport's error.
 TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
-                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms = {});
+                           LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms = {},
+                           const PointTimer& time_points = {});
 
 // The cache directory for tuning files ("" if neither XDG_CACHE_HOME nor HOME is set).
 std::string default_tuning_dir();

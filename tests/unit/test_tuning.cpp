@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <dirent.h>
 #include <exception>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,12 +38,13 @@ struct RankResult {
 };
 
 // tune_figures on n threads over the local transport, as creation runs it.
-std::vector<RankResult> tune(int n, const Config& base) {
+std::vector<RankResult> tune(int n, const Config& base, const AlgorithmTimer& timer = {},
+                             const PointTimer& points = {}) {
   std::vector<RankResult> out(static_cast<std::size_t>(n));
   test::run_transports(n, base, [&](int r, Transport& t, Store& store, const Config& cfg) {
     RankResult& mine = out[static_cast<std::size_t>(r)];
     mine.links = nominal(n);
-    mine.outcome = tune_figures(t, store, r, n, cfg, mine.links, mine.compute);
+    mine.outcome = tune_figures(t, store, r, n, cfg, mine.links, mine.compute, timer, points);
   });
   return out;
 }
@@ -209,6 +211,58 @@ TEST_CASE("calibration runs once per setup, is cached, and is reused by later co
   const auto nominal_run = tune(2, off);
   CHECK(nominal_run[0].links.at(0, 1).alpha_us == kNominalAlphaUs);
   CHECK(nominal_run[0].outcome.source.find("calibration off") != std::string::npos);
+}
+
+TEST_CASE("a cached tuning whose fastest points now time under half their cached times is measured again") {
+  TempCache cache;
+  Config cfg;
+  cfg.calibration_busy_limit = 1;
+  std::atomic<int> calibrations{0};
+  // comm's own algorithms as a slow spell timed them: ring fastest at 64 KiB and 1 MiB.
+  const AlgorithmTimer slow_spell = [&](const LinkMatrix&, const ComputeParams&, const NativeProfile&) {
+    ++calibrations;
+    NativeProfile p;
+    p.set(Collective::allreduce, "ring", {{8, 5.0}, {65536, 100.0}, {std::size_t{1} << 20, 2000.0}});
+    p.set(Collective::allreduce, "tree", {{8, 4.0}, {65536, 150.0}, {std::size_t{1} << 20, 3000.0}});
+    return p;
+  };
+  const auto checks = cache_check_points(slow_spell({}, {}, {}));
+  calibrations = 0;
+  REQUIRE(checks.size() == 2);
+  CHECK(checks[0].first == std::pair<std::string, std::size_t>{"ring", 65536});
+  CHECK(checks[0].second == 100.0);
+  CHECK(checks[1].first == std::pair<std::string, std::size_t>{"ring", std::size_t{1} << 20});
+  std::vector<std::pair<std::string, std::size_t>> asked;
+  std::mutex mu;
+  auto timing = [&](double at_64k, double at_1m) {
+    return PointTimer([&, at_64k, at_1m](const LinkMatrix&, const ComputeParams&, const NativeProfile&,
+                                        const std::vector<std::pair<std::string, std::size_t>>& points) {
+      std::lock_guard lk(mu);
+      asked = points;
+      return std::vector<double>{at_64k, at_1m};
+    });
+  };
+  CHECK(tune(2, cfg, slow_spell, timing(10, 1000))[0].outcome.source.find("calibrated at creation") == 0);
+  CHECK(calibrations == 2);  // once per rank
+  CHECK(asked.empty());      // nothing cached yet: nothing to check
+
+  // Now as fast as cached, or slower (a slow spell now): the cache serves.
+  for (const auto& [a, b] : {std::pair{60.0, 1500.0}, std::pair{300.0, 9000.0}}) {
+    const auto again = tune(2, cfg, slow_spell, timing(a, b));
+    CHECK(again[0].outcome.source.find("tuning cache ") == 0);
+    CHECK(again[1].outcome.source == again[0].outcome.source);
+  }
+  CHECK(calibrations == 2);
+  CHECK(asked == std::vector<std::pair<std::string, std::size_t>>{{"ring", 65536}, {"ring", std::size_t{1} << 20}});
+
+  // Under half the cached time at one point: measured again on every rank, the file replaced.
+  const auto fresh = tune(2, cfg, slow_spell, timing(60, 900));
+  for (const auto& r : fresh) {
+    CHECK(r.outcome.source.find("calibrated at creation") == 0);
+    CHECK(r.outcome.source.find("ring at 1048576 B took 900.0 us now against 2000.0 us cached") != std::string::npos);
+  }
+  CHECK(calibrations == 4);
+  CHECK(files_in(cache.dir()).size() == 1);
 }
 
 TEST_CASE("an explicit tuning file is written once and then used as it is") {
