@@ -213,26 +213,32 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
   return {};
 }
 
+// Calibration off or impossible: the file named explicitly, else the nominal figures.
+TuningOutcome without_calibration(Store& store, int rank, int size, const Config& config, LinkMatrix& links,
+                                  ComputeParams& compute) {
+  TuningOutcome out;
+  TuningExtras ex;
+  if (!config.tuning_file.empty() &&
+      load_tuning_agreed(config.tuning_file, store, rank, links, compute, config.timeout, &ex)) {
+    out.native = std::move(ex.native);
+    out.measured = std::move(ex.measured);
+    out.source = "tuning file " + config.tuning_file;
+  } else {
+    out.source = !config.calibrate ? "the transport's nominal figures (calibration off)"
+                 : size == 1       ? "the transport's nominal figures (one rank: nothing to calibrate)"
+                                   : "the transport's nominal figures (stream-ordered: not calibrated)";
+  }
+  return out;
+}
+
 TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const Config& config, LinkMatrix& links,
                    ComputeParams& compute, const AlgorithmTimer& time_algorithms, const PointTimer& time_points) {
-  TuningOutcome out;
-  const bool explicit_file = !config.tuning_file.empty();
   const TransportCaps caps = transport.caps();
   const bool measurable = size > 1 && !caps.stream_ordered && caps.host_memory;
-  if (!config.calibrate || !measurable) {
-    TuningExtras ex;
-    if (explicit_file && load_tuning_agreed(config.tuning_file, store, rank, links, compute, config.timeout, &ex)) {
-      out.native = std::move(ex.native);
-      out.measured = std::move(ex.measured);
-      out.source = "tuning file " + config.tuning_file;
-    } else {
-      out.source = !config.calibrate ? "the transport's nominal figures (calibration off)"
-                   : size == 1       ? "the transport's nominal figures (one rank: nothing to calibrate)"
-                                     : "the transport's nominal figures (stream-ordered: not calibrated)";
-    }
-    return out;
-  }
+  if (!config.calibrate || !measurable) return without_calibration(store, rank, size, config, links, compute);
 
+  TuningOutcome out;
+  const bool explicit_file = !config.tuning_file.empty();
   const SetupKey key = agreed_key(transport, store, rank, size, links, config.timeout);
   const std::string dir = explicit_file ? std::string() : default_tuning_dir();
   const std::string path = explicit_file ? config.tuning_file : dir.empty() ? "" : dir + "/tuning-" + key.id + ".json";
