@@ -132,7 +132,7 @@ class CommunicatorImpl {
   void fail_blaming(Operation& op, ErrorCode code, std::string message, int peer, Culprit c);
   int name_cause(std::string& message, std::chrono::milliseconds budget);
   void remember_call(const Operation& op);
-  void record_posted(const Operation& op);  // its flight record, state posted
+  void record_posted(const Operation& op, OpState state = OpState::posted);  // its flight record
   void check_consistency(const Call& call, std::string_view algorithm);
   std::shared_ptr<Operation> acquire_operation();
   std::shared_ptr<Operation> run_internal(Collective c, const void* in, void* out, std::size_t count,

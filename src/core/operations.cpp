@@ -123,9 +123,9 @@ std::shared_ptr<Operation> CommunicatorImpl::start(const Call& call) {
   return op;
 }
 
-void CommunicatorImpl::record_posted(const Operation& op) {
+void CommunicatorImpl::record_posted(const Operation& op, OpState state) {
   recorder_.post(op.id, op.seq, op.collective, op.algorithm, op.bytes, op.dtype, op.op, op.root,
-                 recorder_.us_at(op.started));
+                 recorder_.us_at(op.started), state);
 }
 
 void CommunicatorImpl::fail_started(Operation& op, const Error& e) {

@@ -6,8 +6,8 @@
 // goes straight to the engine with the algorithm and plan it used. It keeps
 // what the general path guarantees: the same call numbering (every rank
 // numbers the same calls, whichever path each took), the flight record
-// written before anything waits, the recent-call notes for mismatch
-// diagnosis, and the same failure handling (fail_started).
+// written before anything waits for a missing peer, the recent-call notes
+// for mismatch diagnosis, and the same failure handling (fail_started).
 
 #include "core/communicator_impl.hpp"
 #include "engine/direct/direct_engine.hpp"
@@ -39,10 +39,13 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   o.seq = next_seq_++;
   o.timeout = opts.timeout.count() > 0 ? opts.timeout : config_.timeout;
   o.state = Operation::State::running;
-  // The start time, the flight record and the recent-call note go in after
-  // this rank's first signal (before anything waits): the peers need not wait
-  // for them. The engine's deadline runs from its first wait that finds a
-  // flag missing (HostCall::deadline), microseconds after the call began.
+  // The start time, the flight record and the recent-call note go in before
+  // the call first waits for a peer that is not there yet (HostCall::note),
+  // or, when the peers were always there, after the call as one finished
+  // record (one write, not a posted record and its update): never between
+  // this rank's signal and its look at the peers. The engine's deadline runs
+  // from its first wait that finds a flag missing (HostCall::deadline),
+  // microseconds after the call began.
   struct Note {
     CommunicatorImpl* self;
     bool noted = false;
@@ -67,16 +70,23 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
                                                               .op = op,
                                                               .root = o.root,
                                                               .timeout = o.timeout,
-                                                              .after_first_signal = write_notes,
-                                                              .after_first_signal_arg = &note});
+                                                              .note = write_notes,
+                                                              .note_arg = &note});
   } catch (const Error& e) {
     log::Scope log_scope(log_.get());
     repeat_.armed = false;
-    if (!note.noted) write_notes(&note);  // it failed before signalling
+    if (!note.noted) write_notes(&note);  // it failed before waiting
     fail_started(o, e);
   }
   o.state = Operation::State::done;
-  recorder_.update(o.id, OpState::done, 1, 1);
+  if (note.noted) {
+    recorder_.update(o.id, OpState::done, 1, 1);
+  } else {
+    o.started = util::coarse_now();
+    o.deadline = o.started + o.timeout;
+    record_posted(o, OpState::done);
+    remember_call(o);
+  }
   return true;
 }
 

@@ -31,7 +31,8 @@ void FlightRecorder::resize(std::size_t capacity) {
 // Millisecond resolution is plenty for explaining hangs, and the coarse clock
 // keeps two clock reads per operation off the hot path (util/coarse_clock.hpp).
 void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm,
-                          std::size_t bytes, DataType dtype, ReduceOp op, int root, double start_us) {
+                          std::size_t bytes, DataType dtype, ReduceOp op, int root, double start_us,
+                          OpState state) {
   std::lock_guard lk(mu_);
   FlightRecord& r = ring_[id & mask_];
   r.id = id;
@@ -42,10 +43,10 @@ void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collec
   r.dtype = dtype;
   r.op = op;
   r.root = root;
-  r.state = OpState::posted;
-  r.steps_done = r.steps_total = 0;
+  r.state = state;
+  r.steps_done = r.steps_total = state == OpState::done ? 1 : 0;
   r.start_us = start_us;
-  r.end_us = -1;
+  r.end_us = state == OpState::posted ? -1 : start_us;
   r.error.clear();
   ++recorded_;
 }

@@ -45,9 +45,10 @@ class FlightRecorder {
   void resize(std::size_t capacity);
   // Thread safe (the recorder may be dumped from a signal-handling thread).
   // A new operation, posted (its entry is written in place: this runs on every
-  // call, also on the direct-memory fast path).
+  // call, also on the direct-memory fast path); or one recorded only once it
+  // finished (`state` done: it took less than the recorder's clock resolves).
   void post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm, std::size_t bytes,
-            DataType dtype, ReduceOp op, int root, double start_us);
+            DataType dtype, ReduceOp op, int root, double start_us, OpState state = OpState::posted);
   void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
               std::string_view error = {});
   // Writes the member "operations": [...] (oldest first) into the object `w` is in.

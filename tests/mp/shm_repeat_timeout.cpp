@@ -8,6 +8,10 @@
 // at least the timeout and well before the communicator's own 60 s.
 //
 //   comm-shm-repeat-timeout      (2 or more ranks under commrun, COMM_TRANSPORT=shm)
+// The flight record must hold all 51 calls, the last entries of the
+// recorder: calls 0-49 done (whether a call recorded itself before it waited
+// or, never having had to wait, after it finished), call 50 posted while it
+// waits for the rank that never comes (read from another thread), then failed.
 // Exit status: 0 as expected, 1 otherwise.
 
 #include <comm/comm.hpp>
@@ -17,6 +21,41 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+namespace {
+
+std::vector<std::string> entries_of(const std::string& json) {
+  std::vector<std::string> entries;
+  for (std::size_t at = json.find("{\"id\":"); at != std::string::npos; at = json.find("{\"id\":", at + 1))
+    entries.push_back(json.substr(at, json.find('}', at) - at));
+  return entries;
+}
+
+std::string call_of(int k) { return "\"seq\":" + std::to_string(k) + ",\"collective\":\"allreduce\",\"bytes\":8,"; }
+
+bool recorded(const std::string& json, int rank) {
+  const std::vector<std::string> entries = entries_of(json);
+  constexpr int kCalls = 51;
+  if (entries.size() < kCalls) {
+    std::printf("FAIL: rank %d's flight record holds %zu operations, fewer than its %d calls\n", rank, entries.size(),
+                kCalls);
+    return false;
+  }
+  for (int k = 0; k < kCalls; ++k) {
+    const std::string& e = entries[entries.size() - kCalls + static_cast<std::size_t>(k)];
+    const std::string state = k + 1 < kCalls ? "\"state\":\"done\"" : "\"state\":\"failed\"";
+    const std::string call = call_of(k);
+    if (e.find(call) == std::string::npos || e.find(state) == std::string::npos) {
+      std::printf("FAIL: rank %d's flight record of call %d is not %s with %s: %s\n", rank, k, call.c_str(),
+                  state.c_str(), e.c_str());
+      return false;
+    }
+  }
+  std::printf("ok: rank %d's flight record holds its %d calls, the last failed\n", rank, kCalls);
+  return true;
+}
+
+}  // namespace
 
 int main() {
   comm::Config cfg = comm::Config::from_env();
@@ -41,6 +80,18 @@ int main() {
   comm::CallOptions opts;
   opts.timeout = std::chrono::seconds(1);
   const auto t0 = std::chrono::steady_clock::now();
+  // Half-way through the wait, call 50 must already be in the record, posted.
+  std::string while_waiting;
+  std::thread look([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    while_waiting = c.flight_recorder_json();
+  });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{look};
   try {
     c.allreduce(comm::view(v), comm::ReduceOp::sum, opts);
     std::printf("FAIL: rank %d completed an all-reduce its peer never entered\n", c.rank());
@@ -52,6 +103,11 @@ int main() {
     const bool ok = e.code() == comm::ErrorCode::timeout && named && s >= 0.9 && s < 10;
     std::printf("%s: rank %d failed after %.2f s (%s): %s\n", ok ? "ok" : "FAIL", c.rank(), s,
                 comm::to_string(e.code()).data(), e.what());
-    return ok ? 0 : 1;
+    look.join();
+    const std::vector<std::string> then = entries_of(while_waiting);
+    const bool posted = !then.empty() && then.back().find(call_of(50)) != std::string::npos &&
+                        then.back().find("\"state\":\"posted\"") != std::string::npos;
+    if (!posted) std::printf("FAIL: rank %d's flight record held no posted call 50 while it waited\n", c.rank());
+    return ok && posted && recorded(c.flight_recorder_json(), c.rank()) ? 0 : 1;
   }
 }

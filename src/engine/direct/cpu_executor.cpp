@@ -70,6 +70,7 @@ void wait_batch(DirectMemory& memory, const HostCall& call, const FlagWait* wait
   bool ready = true;
   for (std::size_t w = 0; w < k && ready; ++w) ready = load_flag(win[waits[w].rank]) >= waits[w].value;
   if (!ready) {
+    run_note(call);
     try {
       memory.wait(call.slot, std::span<const FlagWait>(waits, k), deadline_of(call), nullptr);
     } catch (const Error& e) {
@@ -176,12 +177,6 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
   publish_call(call);
   publish_buffers(program, call);
   bool checked = false;
-  bool announced = !call.after_first_signal;
-  const auto announce = [&] {
-    if (announced) return;
-    announced = true;
-    call.after_first_signal(call.after_first_signal_arg);
-  };
   FlagWait* waits = call.wait_buffer;
   std::array<const std::byte*, 64> few;
   std::vector<const std::byte*> many;  // sources beyond `few`
@@ -211,10 +206,8 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
       }
       case DirectOpKind::signal:
         memory.signal(slot, direct_flag(call.seq, op.step), nullptr);
-        announce();
         break;
       case DirectOpKind::wait: {
-        announce();  // a program that waits before it signals
         std::size_t k = 0;
         for (; i < ops.size() && ops[i].kind == DirectOpKind::wait && k < call.wait_capacity; ++i)
           waits[k++] = {ops[i].rank, direct_flag(call.seq, ops[i].step)};
@@ -341,7 +334,6 @@ void run_one_shot_in_lines(const OneShotShape& shape, DirectMemory& memory, cons
   publish_call(call);
   publish_lines(call.windows[call.rank] + shape.lines, call.input, shape.bytes, call.seq);
   memory.signal(call.slot, direct_flag(call.seq, 1), nullptr);
-  if (call.after_first_signal) call.after_first_signal(call.after_first_signal_arg);
   // Folded in rank order, two sources at a time, as reduce_in_order does:
   // the same bits as the program's reduction on every rank.
   alignas(64) std::array<std::byte, kDirectLineMaxBytes> first, next, acc;
@@ -372,7 +364,6 @@ void run_one_shot_on_host(const OneShotShape& shape, DirectMemory& memory, const
   std::byte* mine = win[call.rank] + at;
   if (mine != call.input) std::memcpy(mine, call.input, shape.bytes);
   memory.signal(call.slot, direct_flag(call.seq, 1), nullptr);
-  if (call.after_first_signal) call.after_first_signal(call.after_first_signal_arg);
   wait_for_peers(memory, call, shape.nranks, 0);
   if (shape.nranks == 2)  // decode's tensor-parallel pair: one kernel call, no source list
     return kernels::reduce(call.output, win[0] + at, win[1] + at, shape.elements, call.dtype, call.op);

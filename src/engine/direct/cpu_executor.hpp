@@ -75,13 +75,22 @@ struct HostCall {
   // How long a poll of data that carries its own flags (line flags) may spin
   // before it waits on the flags instead (DirectMemoryInfo::spin_ns).
   std::chrono::nanoseconds spin{};
-  // Called once, right after this rank's first signal, and before any wait
-  // (also in a program that waits first):
-  // the caller's bookkeeping that must precede a wait (a flight record) but
-  // need not delay the peers. Null: none.
-  void (*after_first_signal)(void*) = nullptr;
-  void* after_first_signal_arg = nullptr;
+  // The caller's bookkeeping that must be in place before the call waits for
+  // a peer that is not there yet (a flight record), but need not delay the
+  // peers: called once, before the first wait that finds a flag missing; not
+  // at all when no wait had to (the caller then records the finished call in
+  // one write instead of a posted record and its update). Null: none.
+  void (*note)(void*) = nullptr;
+  void* note_arg = nullptr;
+  mutable bool noted = false;
 };
+
+// Runs HostCall::note if it has not run for this call.
+inline void run_note(const HostCall& call) {
+  if (call.noted) return;
+  call.noted = true;
+  if (call.note) call.note(call.note_arg);
+}
 
 inline std::chrono::steady_clock::time_point deadline_of(const HostCall& call) {
   if (call.deadline == std::chrono::steady_clock::time_point{}) call.deadline = util::coarse_now() + call.timeout;

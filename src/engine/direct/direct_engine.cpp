@@ -242,8 +242,9 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
   h.op = call.op;
   h.deadline = call.deadline;
   h.timeout = call.timeout;
-  h.after_first_signal = call.after_first_signal;
-  h.after_first_signal_arg = call.after_first_signal_arg;
+  h.note = call.note;
+  h.note_arg = call.note_arg;
+  h.noted = false;
   // A partially overlapping input would be overwritten while still being read.
   const auto* in = h.input;
   const auto* out = h.output;
@@ -262,6 +263,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     // writing the slot of two calls ago, know that every peer has moved on
     // from it (issued a signal in the previous call).
     for (auto& g : guard_) g.value = direct_flag(h.seq - 1, 1);
+    run_note(h);
     memory_.wait(previous_slot, guard_, deadline_of(h), nullptr);
   }
   last_synced_ = p.program.synced;

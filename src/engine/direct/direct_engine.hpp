@@ -39,9 +39,9 @@ struct DirectRun {
   // See HostCall::deadline and timeout (engine/direct/cpu_executor.hpp).
   std::chrono::steady_clock::time_point deadline{};
   std::chrono::steady_clock::duration timeout{};
-  // See HostCall::after_first_signal (engine/direct/cpu_executor.hpp).
-  void (*after_first_signal)(void*) = nullptr;
-  void* after_first_signal_arg = nullptr;
+  // See HostCall::note (engine/direct/cpu_executor.hpp).
+  void (*note)(void*) = nullptr;
+  void* note_arg = nullptr;
 };
 
 // Windows below this keep all their bytes for the algorithms: no line region.
