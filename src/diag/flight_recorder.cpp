@@ -19,13 +19,80 @@ const char* state_name(OpState s) {
 
 }  // namespace
 
+struct FlightRecorder::Entry {
+  std::atomic<std::uint64_t> version{0};  // odd while the writer is in the entry
+  std::atomic<std::uint64_t> id{0}, seq{0};
+  std::atomic<Collective> collective{Collective::allreduce};
+  std::atomic<const char*> algorithm{nullptr};
+  std::atomic<std::size_t> algorithm_size{0};
+  std::atomic<std::size_t> bytes{0};
+  std::atomic<DataType> dtype{DataType::f32};
+  std::atomic<ReduceOp> op{ReduceOp::sum};
+  std::atomic<int> root{-1};
+  std::atomic<OpState> state{OpState::posted};
+  std::atomic<std::size_t> steps_done{0}, steps_total{0};
+  std::atomic<double> start_us{0}, end_us{-1};
+  std::atomic<bool> has_error{false};  // errors_ holds its message
+};
+
+namespace {
+
+// The writer's stores and the reader's loads of the fields: relaxed, ordered
+// by the version's fences.
+template <class T, class V>
+void put(std::atomic<T>& a, V v) noexcept {
+  a.store(static_cast<T>(v), std::memory_order_relaxed);
+}
+template <class T>
+T get(const std::atomic<T>& a) noexcept {
+  return a.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
 FlightRecorder::FlightRecorder(std::size_t capacity) { resize(capacity); }
 
+FlightRecorder::~FlightRecorder() = default;
+
 void FlightRecorder::resize(std::size_t capacity) {
-  std::lock_guard lk(mu_);
-  ring_.assign(std::bit_ceil(std::max<std::size_t>(capacity, 1)), FlightRecord{});
-  mask_ = ring_.size() - 1;
-  recorded_ = 0;
+  const std::size_t n = std::bit_ceil(std::max<std::size_t>(capacity, 1));
+  ring_ = std::make_unique<Entry[]>(n);
+  errors_.assign(n, std::string());
+  mask_ = n - 1;
+  recorded_.store(0, std::memory_order_release);
+}
+
+void FlightRecorder::begin_write(Entry& e) noexcept {
+  e.version.store(get(e.version) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // odd before any field
+}
+
+void FlightRecorder::end_write(Entry& e) noexcept {
+  e.version.store(get(e.version) + 1, std::memory_order_release);  // every field before even
+}
+
+bool FlightRecorder::read(const Entry& e, FlightRecord& r, std::uint64_t& version, bool& has_error) noexcept {
+  const std::uint64_t before = e.version.load(std::memory_order_acquire);
+  if (before & 1) return false;
+  r.id = get(e.id);
+  r.seq = get(e.seq);
+  r.collective = get(e.collective);
+  const char* name = get(e.algorithm);
+  r.algorithm = name ? std::string_view(name, get(e.algorithm_size)) : std::string_view();
+  r.bytes = get(e.bytes);
+  r.dtype = get(e.dtype);
+  r.op = get(e.op);
+  r.root = get(e.root);
+  r.state = get(e.state);
+  r.steps_done = get(e.steps_done);
+  r.steps_total = get(e.steps_total);
+  r.start_us = get(e.start_us);
+  r.end_us = get(e.end_us);
+  has_error = get(e.has_error);
+  r.error.clear();  // snapshot() copies the message when there is one
+  std::atomic_thread_fence(std::memory_order_acquire);  // every field before the second look
+  version = before;
+  return e.version.load(std::memory_order_relaxed) == before;
 }
 
 // Millisecond resolution is plenty for explaining hangs, and the coarse clock
@@ -33,45 +100,81 @@ void FlightRecorder::resize(std::size_t capacity) {
 void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm,
                           std::size_t bytes, DataType dtype, ReduceOp op, int root, double start_us,
                           OpState state) {
-  std::lock_guard lk(mu_);
-  FlightRecord& r = ring_[id & mask_];
-  r.id = id;
-  r.seq = seq;
-  r.collective = collective;
-  r.algorithm = algorithm;
-  r.bytes = bytes;
-  r.dtype = dtype;
-  r.op = op;
-  r.root = root;
-  r.state = state;
-  r.steps_done = r.steps_total = state == OpState::done ? 1 : 0;
-  r.start_us = start_us;
-  r.end_us = state == OpState::posted ? -1 : start_us;
-  r.error.clear();
-  ++recorded_;
+  Entry& e = ring_[id & mask_];
+  begin_write(e);
+  put(e.id, id);
+  put(e.seq, seq);
+  put(e.collective, collective);
+  put(e.algorithm, algorithm.data());
+  put(e.algorithm_size, algorithm.size());
+  put(e.bytes, bytes);
+  put(e.dtype, dtype);
+  put(e.op, op);
+  put(e.root, root);
+  put(e.state, state);
+  put(e.steps_done, state == OpState::done ? 1 : 0);
+  put(e.steps_total, state == OpState::done ? 1 : 0);
+  put(e.start_us, start_us);
+  put(e.end_us, state == OpState::posted ? -1.0 : start_us);
+  if (get(e.has_error)) {  // an earlier operation's message (rare: it failed)
+    std::lock_guard lk(errors_mu_);
+    errors_[id & mask_].clear();
+    put(e.has_error, false);
+  }
+  end_write(e);
+  recorded_.store(get(recorded_) + 1, std::memory_order_release);  // one writer: no read-modify-write
 }
 
 void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_done,
                             std::size_t steps_total, std::string_view error) {
-  std::lock_guard lk(mu_);
-  FlightRecord& r = ring_[id & mask_];
-  if (r.id != id) return;  // overwritten by a newer operation
-  r.state = state;
-  r.steps_done = steps_done;
-  r.steps_total = steps_total;
-  if (state != OpState::posted) r.end_us = now_us();
-  if (!error.empty()) r.error = error;
+  Entry& e = ring_[id & mask_];
+  if (get(e.id) != id) return;  // overwritten by a newer operation
+  begin_write(e);
+  put(e.state, state);
+  put(e.steps_done, steps_done);
+  put(e.steps_total, steps_total);
+  if (state != OpState::posted) put(e.end_us, now_us());
+  if (!error.empty()) {
+    std::lock_guard lk(errors_mu_);
+    errors_[id & mask_] = error;
+    put(e.has_error, true);
+  }
+  end_write(e);
+}
+
+std::vector<FlightRecord> FlightRecorder::snapshot() const {
+  const std::uint64_t recorded = recorded_.load(std::memory_order_acquire);
+  const std::uint64_t n = std::min<std::uint64_t>(recorded, mask_ + 1);
+  std::vector<FlightRecord> out;
+  out.reserve(n);
+  for (std::uint64_t k = recorded - n; k < recorded; ++k) {
+    const std::uint64_t at = k & mask_;
+    FlightRecord r;
+    // A write takes nanoseconds; an entry still being written after this
+    // many looks belongs to a writer that stopped inside it: left out.
+    bool got = false;
+    for (int tries = 0; tries < 100000 && !got; ++tries) {
+      std::uint64_t version = 0;
+      bool has_error = false;
+      if (!read(ring_[at], r, version, has_error)) continue;
+      if (!has_error) {
+        got = true;
+        continue;
+      }
+      std::lock_guard lk(errors_mu_);  // the writer changes a message only inside a write
+      r.error = errors_[at];
+      got = ring_[at].version.load(std::memory_order_acquire) == version;
+    }
+    if (got) out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void FlightRecorder::write_operations(json::Writer& w) const {
   // Tenths of a microsecond are all a timeline needs; the rest is noise.
   const auto tenths = [](double us) { return std::round(us * 10) / 10; };
-  std::lock_guard lk(mu_);
   w.key("operations").begin_array();
-  const std::uint64_t n = std::min<std::uint64_t>(recorded_, ring_.size());
-  const std::uint64_t first = recorded_ - n;
-  for (std::uint64_t k = 0; k < n; ++k) {
-    const FlightRecord& r = ring_[(first + k) & mask_];
+  for (const FlightRecord& r : snapshot()) {
     w.begin_object().member("id", r.id).member("seq", r.seq).member("collective", to_string(r.collective));
     w.member("bytes", r.bytes).member("dtype", to_string(r.dtype)).member("op", to_string(r.op));
     w.member("root", r.root).member("steps_done", r.steps_done).member("steps_total", r.steps_total);

@@ -2,15 +2,27 @@
 // The flight recorder: each rank remembers its last N operations (what, how
 // big, which algorithm, how far they got, how long they took, how they
 // ended) so a hang or failure can be explained after the fact.
+//
+// The communicator's thread is its only writer (a Communicator is used from
+// one thread at a time); a dump may read it from any thread. Every entry is a
+// sequence lock: the writer makes the entry's version odd, stores the fields,
+// makes it even again; a reader copies the fields and keeps the copy only if
+// it saw the same even version before and after. The writer thus takes no
+// lock and executes no locked instruction. That matters on the direct-memory
+// path, where a record is written right after this rank stored its flag: a
+// locked instruction there waits until that store owns its cache line, which
+// the spinning peer holds. An error message, written only when an operation
+// fails, is the one part kept under a lock.
 
 #include "util/coarse_clock.hpp"
-#include "util/spin_lock.hpp"
 #include "util/json.hpp"
 
 #include <comm/types.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -20,6 +32,7 @@ namespace comm::detail {
 
 enum class OpState : std::uint8_t { posted, done, failed };
 
+// One operation as a dump reads it.
 struct FlightRecord {
   std::uint64_t id = 0;
   std::uint64_t seq = 0;
@@ -40,10 +53,12 @@ struct FlightRecord {
 class FlightRecorder {
  public:
   explicit FlightRecorder(std::size_t capacity = 256);
+  ~FlightRecorder();
   // Keeps the last `capacity` operations, rounded up to a power of two (the
-  // slot of an operation is then a mask of its id, not a division).
+  // slot of an operation is then a mask of its id, not a division). Before
+  // the recorder is shared: nothing may read it meanwhile.
   void resize(std::size_t capacity);
-  // Thread safe (the recorder may be dumped from a signal-handling thread).
+  // The writer's side (the communicator's thread).
   // A new operation, posted (its entry is written in place: this runs on every
   // call, also on the direct-memory fast path); or one recorded only once it
   // finished (`state` done: it took less than the recorder's clock resolves).
@@ -51,6 +66,8 @@ class FlightRecorder {
             DataType dtype, ReduceOp op, int root, double start_us, OpState state = OpState::posted);
   void update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
               std::string_view error = {});
+  // From any thread: the last operations, oldest first.
+  std::vector<FlightRecord> snapshot() const;
   // Writes the member "operations": [...] (oldest first) into the object `w` is in.
   void write_operations(json::Writer& w) const;
   double now_us() const { return us_at(util::coarse_now()); }
@@ -60,10 +77,19 @@ class FlightRecorder {
   }
 
  private:
-  mutable util::SpinLock mu_;
-  std::vector<FlightRecord> ring_;
-  std::uint64_t mask_ = 0;  // ring_.size() - 1
-  std::uint64_t recorded_ = 0;
+  struct Entry;  // one FlightRecord's fields as atomics, with its version
+  // Makes the entry's version odd (being written) and back to even.
+  static void begin_write(Entry& e) noexcept;
+  static void end_write(Entry& e) noexcept;
+  // The entry's fields (but the error message) as they stood at its even
+  // `version`; false if it was being written.
+  static bool read(const Entry& e, FlightRecord& r, std::uint64_t& version, bool& has_error) noexcept;
+
+  std::unique_ptr<Entry[]> ring_;
+  std::uint64_t mask_ = 0;  // the ring's size - 1
+  std::atomic<std::uint64_t> recorded_{0};
+  mutable std::mutex errors_mu_;
+  std::vector<std::string> errors_;  // by entry, under errors_mu_
   // The clock the stamps are read from (coarse): a precise epoch would be up
   // to a tick ahead of them and make the first stamps negative.
   std::chrono::steady_clock::time_point epoch_ = util::coarse_now();

@@ -2,11 +2,13 @@
 // every rank, flight-recorder dumps, and teardown that leaks no descriptors.
 
 #include "local_group.hpp"
+#include "diag/flight_recorder.hpp"
 
 #include <comm/comm.hpp>
 #include <doctest/doctest.h>
 
 #include <dirent.h>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -182,4 +184,64 @@ TEST_CASE("creating and destroying 200 communicators leaks no descriptors or thr
   };
   CHECK(settled("/proc/self/fd", fds) == fds);
   CHECK(settled("/proc/self/task", threads) == threads);
+}
+
+TEST_CASE("flight recorder: a dump racing the writer never reads a torn entry") {
+  // The writer derives every field from the operation's id, so a reader can
+  // check that each entry it returns is one operation's, at one moment.
+  using comm::detail::FlightRecord;
+  using comm::detail::FlightRecorder;
+  using comm::detail::OpState;
+  FlightRecorder recorder(64);
+  const std::string names[] = {"ring", "mem_oneshot", "recursive_doubling"};
+  const auto message = [](std::uint64_t id) { return "operation " + std::to_string(id) + " failed"; };
+  constexpr std::uint64_t kOps = 100000;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (std::uint64_t id = 0; id < kOps; ++id) {
+      recorder.post(id, 3 * id, Collective::allreduce, names[id % 3], 7 * id, DataType::f32, ReduceOp::sum,
+                    static_cast<int>(id % 5), static_cast<double>(id));
+      if (id % 100 == 0)
+        recorder.update(id, OpState::failed, 0, 1, message(id));
+      else
+        recorder.update(id, OpState::done, id % 4, 3 + id % 4);
+    }
+    done = true;
+  });
+  std::size_t dumps = 0, entries = 0, failed = 0;
+  std::string wrong;
+  while (!done && wrong.empty()) {
+    ++dumps;
+    for (const FlightRecord& r : recorder.snapshot()) {
+      ++entries;
+      const std::uint64_t id = r.id;
+      bool ok = r.seq == 3 * id && r.bytes == 7 * id && r.algorithm == names[id % 3] &&
+                r.root == static_cast<int>(id % 5) && r.start_us == static_cast<double>(id);
+      switch (r.state) {
+        case OpState::posted: ok = ok && r.steps_done == 0 && r.end_us == -1 && r.error.empty(); break;
+        case OpState::done:
+          ok = ok && id % 100 != 0 && r.steps_done == id % 4 && r.steps_total == 3 + id % 4 && r.error.empty();
+          break;
+        case OpState::failed:
+          ok = ok && id % 100 == 0 && r.error == message(id);
+          failed += ok;
+          break;
+      }
+      if (!ok) {
+        wrong = "id " + std::to_string(id) + " seq " + std::to_string(r.seq) + " bytes " + std::to_string(r.bytes) +
+                " algorithm " + std::string(r.algorithm) + " steps " + std::to_string(r.steps_done) + "/" +
+                std::to_string(r.steps_total) + " error '" + r.error + "'";
+        break;
+      }
+    }
+  }
+  writer.join();
+  CHECK_MESSAGE(wrong.empty(), "a torn entry: " << wrong);
+  INFO(dumps << " dumps, " << entries << " entries, " << failed << " failed ones");
+  CHECK(dumps > 10);
+  // After the writer: the last 64 operations, in order, all finished.
+  const std::vector<FlightRecord> last = recorder.snapshot();
+  REQUIRE(last.size() == 64);
+  for (std::size_t k = 0; k < last.size(); ++k) CHECK(last[k].id == kOps - 64 + k);
+  CHECK(last.back().state == OpState::done);
 }
