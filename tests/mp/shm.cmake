@@ -24,8 +24,9 @@ foreach(algo mem_direct dissemination)
       ENV ${COMM_SHM_ENV} COMMAND comm-shm-barrier --algo ${algo} --rounds 100)
   endforeach()
 endforeach()
-# SIGKILL leaves nothing in /dev/shm; two jobs at once do not meet.
-foreach(case kill two)
+# SIGKILL leaves nothing in /dev/shm, also when the whole job dies before
+# every rank mapped the segment; two jobs at once do not meet.
+foreach(case kill orphan two)
   add_test(NAME mp_shm_jobs_${case}
     COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/shm_jobs.sh $<TARGET_FILE:commrun> $<TARGET_FILE:comm-mp-suite> ${case})
   set_tests_properties(mp_shm_jobs_${case} PROPERTIES LABELS "mp;shm" TIMEOUT 240)

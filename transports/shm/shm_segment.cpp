@@ -2,6 +2,7 @@
 
 #include "shm_sync.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 #include <comm/error.hpp>
 
@@ -96,7 +97,7 @@ std::string random_segment_name() {
     got += static_cast<std::size_t>(r);
   }
   static const char* hex = "0123456789abcdef";
-  std::string name = "/comm-";
+  std::string name = "/" + detail::comm_shm_prefix("shm", ::getpid());
   for (unsigned char b : bytes) {
     name += hex[b >> 4];
     name += hex[b & 15];

@@ -2,12 +2,15 @@
 // The shared segment of one `shm` communicator: its layout, its creation
 // through the store handshake, and the liveness of the ranks attached to it.
 //
-// One POSIX shared-memory object per communicator, named "/comm-" plus 32 hex
-// digits from getrandom (unguessable, so two jobs never meet), created by rank
-// 0 with O_EXCL and mode 0600, sized with posix_fallocate (a /dev/shm too small
-// fails here, naming the size, instead of SIGBUS later), and unlinked by the
-// last rank to map it: once the communicator exists nothing of it is left in
-// /dev/shm, whatever happens to the job.
+// One POSIX shared-memory object per communicator, named "/comm-shm-<pid of
+// rank 0>-" plus 32 hex digits from getrandom (unguessable, so two jobs never
+// meet), created by rank 0 with O_EXCL and mode 0600, sized with
+// posix_fallocate (a /dev/shm too small fails here, naming the size, instead
+// of SIGBUS later), and unlinked by the last rank to map it: once the
+// communicator exists nothing of it is left in /dev/shm, whatever happens to
+// the job. Before that, a job killed whole between rank 0's creation and the
+// last rank's mapping would leave it; the pid in the name (util/process.hpp
+// comm_shm_prefix) lets commrun remove it when rank 0 ends.
 //
 // Liveness: each rank holds an open-file-description lock on byte `rank` of
 // the segment for as long as it is attached. The kernel drops it when the
@@ -114,7 +117,7 @@ class Segment {
   RankControl& control(int rank) const noexcept {
     return reinterpret_cast<RankControl*>(base_ + layout_.control_off)[rank];
   }
-  /// The segment's name ("/comm-..."), already unlinked.
+  /// The segment's name ("/comm-shm-<pid>-..."), already unlinked.
   const std::string& name() const noexcept { return name_; }
   /// False once another rank `rank` has died: nobody holds its liveness lock (a
   /// rank asking about itself gets false: its own lock never conflicts with it). (A departed
@@ -137,7 +140,7 @@ class Segment {
   std::string name_;
 };
 
-/// A fresh unguessable segment name: "/comm-" + 32 hex digits from getrandom.
+/// A fresh unguessable segment name: "/comm-shm-<this pid>-" + 32 hex digits from getrandom.
 std::string random_segment_name();
 
 }  // namespace comm::shm
