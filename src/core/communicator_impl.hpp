@@ -8,6 +8,7 @@
 
 #include "diag/flight_recorder.hpp"
 #include "core/peer_notes.hpp"
+#include "engine/direct/direct_run.hpp"
 #include "engine/engine.hpp"
 #include "select/selector.hpp"
 #include "util/log.hpp"
@@ -126,6 +127,7 @@ class CommunicatorImpl {
   // was a usage error, the communicator), then throws the error it now has.
   [[noreturn]] void fail_started(Operation& op, const Error& e);
   void arm_repeat(const Call& call, const Operation& op);
+  void note_repeat(OpState state);
   // Fails `op` (and every other) for a failure seen through `peer`, naming
   // whom the store says is to blame (see fail_from_run).
   void fail_through(Operation& op, ErrorCode code, std::string message, int peer);
@@ -169,8 +171,9 @@ class CommunicatorImpl {
     bool armed = false;
     std::size_t count = 0;
     std::string asked;  // CallOptions::algorithm
-    const direct::DirectAlgorithm* algorithm = nullptr;
-    Operation op;  // its numbers and arguments; never pooled nor active
+    direct::PreparedCall prepared;
+    direct::DirectRun run;  // its arguments; the buffers, timeout and note are set per call
+    Operation op;           // its numbers and arguments; never pooled nor active
   };
   Repeat repeat_;
   std::uint64_t next_id_ = 0;

@@ -19,20 +19,38 @@ void CommunicatorImpl::arm_repeat(const Call& call, const Operation& op) {
   if (call.internal || !direct_engine_ || op.engine != direct_engine_.get() || call.memory != MemoryKind::host ||
       config_.check)
     return;
-  repeat_.algorithm = direct_engine_->find(call.collective, op.algorithm);
-  if (!repeat_.algorithm) return;
+  const direct::DirectAlgorithm* algorithm = direct_engine_->find(call.collective, op.algorithm);
+  if (!algorithm) return;
   repeat_.count = call.count;
   repeat_.asked = call.options ? call.options->algorithm : std::string();
   copy_call(repeat_.op, op);
   repeat_.op.engine = op.engine;
+  repeat_.run = direct::DirectRun{.signature = op.signature,
+                                  .count = call.count,
+                                  .in_bytes = op.bytes,
+                                  .out_bytes = op.bytes,
+                                  .dtype = op.dtype,
+                                  .op = op.op,
+                                  .root = op.root};
+  repeat_.prepared = direct_engine_->prepare(*algorithm, repeat_.run);
   repeat_.armed = true;
 }
+
+namespace {
+
+// The caller's algorithm request against the one the repeated call made,
+// without a library call for the usual empty pair.
+bool same_request(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && (a.empty() || a == b);
+}
+
+}  // namespace
 
 bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t count, DataType dtype, ReduceOp op,
                                         const CallOptions& opts) {
   Operation& o = repeat_.op;
   if (!repeat_.armed || count != repeat_.count || dtype != o.dtype || op != o.op || (count > 0 && (!in || !out)) ||
-      opts.algorithm != repeat_.asked || failed_.load(std::memory_order_relaxed) ||
+      !same_request(opts.algorithm, repeat_.asked) || failed_.load(std::memory_order_relaxed) ||
       aborted_.load(std::memory_order_acquire))
     return false;
   o.id = next_id_++;
@@ -52,26 +70,17 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   } note{this};
   const auto write_notes = [](void* arg) {
     Note& n = *static_cast<Note*>(arg);
-    Operation& op = n.self->repeat_.op;
-    op.started = util::coarse_now();
-    op.deadline = op.started + op.timeout;
-    n.self->record_posted(n.self->repeat_.op);
-    n.self->remember_call(n.self->repeat_.op);
+    n.self->note_repeat(OpState::posted);
     n.noted = true;
   };
+  direct::DirectRun& run = repeat_.run;
+  run.input = in;
+  run.output = out;
+  run.timeout = o.timeout;
+  run.note = write_notes;
+  run.note_arg = &note;
   try {
-    direct_engine_->run(*repeat_.algorithm, direct::DirectRun{.signature = o.signature,
-                                                              .input = in,
-                                                              .output = out,
-                                                              .count = count,
-                                                              .in_bytes = o.bytes,
-                                                              .out_bytes = o.bytes,
-                                                              .dtype = dtype,
-                                                              .op = op,
-                                                              .root = o.root,
-                                                              .timeout = o.timeout,
-                                                              .note = write_notes,
-                                                              .note_arg = &note});
+    direct_engine_->run(repeat_.prepared, run);
   } catch (const Error& e) {
     log::Scope log_scope(log_.get());
     repeat_.armed = false;
@@ -79,15 +88,20 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
     fail_started(o, e);
   }
   o.state = Operation::State::done;
-  if (note.noted) {
+  if (note.noted)
     recorder_.update(o.id, OpState::done, 1, 1);
-  } else {
-    o.started = util::coarse_now();
-    o.deadline = o.started + o.timeout;
-    record_posted(o, OpState::done);
-    remember_call(o);
-  }
+  else
+    note_repeat(OpState::done);
   return true;
+}
+
+// The repeated call's start, flight record (in `state`) and recent-call note.
+void CommunicatorImpl::note_repeat(OpState state) {
+  Operation& o = repeat_.op;
+  o.started = util::coarse_now();
+  o.deadline = o.started + o.timeout;
+  record_posted(o, state);
+  remember_call(o);
 }
 
 }  // namespace comm::detail

@@ -130,7 +130,7 @@ std::pair<std::size_t, std::size_t> window_data_extent(std::span<const DirectPro
 // 1 MiB 93 -> 75 us. Data below kRingFromBytes stays put: its lines are few
 // and fresh pages cost more than taking them back (mem_twoshot 2 KiB: 0.55 ->
 // 0.76 us, 4 KiB: 0.57 -> 1.10 us).
-void DirectEngine::size_in_ring(Plan& plan, std::span<const DirectProgram> all, std::size_t window_bytes) {
+void DirectEngine::size_in_ring(DirectPlan& plan, std::span<const DirectProgram> all, std::size_t window_bytes) {
   constexpr std::size_t kRingFromBytes = 8192;
   const auto [lo, hi] = window_data_extent(all);
   // Data sharing the flag's cache line stays there.
@@ -140,7 +140,7 @@ void DirectEngine::size_in_ring(Plan& plan, std::span<const DirectProgram> all, 
   plan.data_end = hi;
 }
 
-std::size_t DirectEngine::place_data(const Plan& plan, unsigned slot) {
+std::size_t DirectEngine::place_data(const DirectPlan& plan, unsigned slot) {
   if (plan.ring_bytes == 0) return 0;
   std::size_t& next = ring_next_[slot];
   if (next + plan.data_end > window_data_bytes()) next = 0;
@@ -149,7 +149,7 @@ std::size_t DirectEngine::place_data(const Plan& plan, unsigned slot) {
   return shift;
 }
 
-const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
+const DirectPlan& DirectEngine::plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
                                              int root) {
   const Key key{&a, count, elem_size, root};
   for (const auto& [k, p] : recent_)
@@ -167,7 +167,7 @@ const DirectEngine::Plan& DirectEngine::plan(const DirectAlgorithm& a, std::size
       all.push_back(std::move(b).finish());
     }
     analyse(all);
-    auto p = std::make_unique<Plan>();
+    auto p = std::make_unique<DirectPlan>();
     size_in_ring(*p, all, window_data_bytes());  // from every rank's program
     p->program = std::move(all[static_cast<std::size_t>(rank_)]);
     p->one_shot = one_shot_shape(p->program, rank_, size_, elem_size);
@@ -228,14 +228,26 @@ void DirectEngine::start(detail::Operation& op, const detail::Call& call) {
   op.state = detail::Operation::State::done;
 }
 
-void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
+PreparedCall DirectEngine::prepare(const DirectAlgorithm& a, const DirectRun& call) {
   const std::size_t esize = dtype_size(call.dtype);
   Checked& last = checked_[static_cast<std::size_t>(a.collective)];
   const bool repeat = last.algorithm == &a && last.count == call.count && last.elem_size == esize && last.root == call.root;
-  const Plan& p = repeat && last.plan ? *last.plan : plan(a, call.count, esize, call.root);
+  const DirectPlan& p = repeat && last.plan ? *last.plan : plan(a, call.count, esize, call.root);
   if (repeat) last.plan = &p;
+  const bool avg = call.op == ReduceOp::avg &&
+                   (a.collective == Collective::allreduce || a.collective == Collective::reduce_scatter ||
+                    (a.collective == Collective::reduce && call.root == rank_));
+  return PreparedCall{.plan = &p,
+                  .call_word = call_word(call.signature, p.algorithm_index, call.count),
+                  .avg_count = avg ? call.out_bytes / esize : 0};
+}
+
+void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) { run(prepare(a, call), call); }
+
+void DirectEngine::run(const PreparedCall& prepared, const DirectRun& call) {
+  const DirectPlan& p = *prepared.plan;
   HostCall& h = host_;
-  h.call_word = call_word(call.signature, p.algorithm_index, call.count);
+  h.call_word = prepared.call_word;
   h.input = static_cast<const std::byte*>(call.input);
   h.output = static_cast<std::byte*>(call.output);
   h.dtype = call.dtype;
@@ -271,10 +283,7 @@ void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) {
     run_one_shot_on_host(*p.one_shot, memory_, h);
   else
     run_on_host(p.program, memory_, h);
-  if (call.op == ReduceOp::avg &&
-      (a.collective == Collective::allreduce || a.collective == Collective::reduce_scatter ||
-       (a.collective == Collective::reduce && call.root == rank_)))
-    kernels::finish_avg(call.output, call.out_bytes / esize, call.dtype, size_);
+  if (prepared.avg_count) kernels::finish_avg(call.output, prepared.avg_count, call.dtype, size_);
 }
 
 }  // namespace comm::direct

@@ -10,6 +10,7 @@
 // thread at a time; DirectMemory's transport interrupt() unblocks it.
 
 #include "engine/direct/cpu_executor.hpp"
+#include "engine/direct/direct_run.hpp"
 #include "engine/direct/direct_algorithm.hpp"
 #include "engine/engine.hpp"
 #include "select/direct_model.hpp"
@@ -26,22 +27,16 @@
 
 namespace comm::direct {
 
-struct DirectRun {
-  std::uint64_t signature = 0;  // engine/tags.hpp call_signature
-  const void* input = nullptr;
-  void* output = nullptr;
-  std::size_t count = 0;      // AlgoArgs::count convention
-  std::size_t in_bytes = 0;   // whole input buffer
-  std::size_t out_bytes = 0;  // whole output buffer
-  DataType dtype = DataType::f32;
-  ReduceOp op = ReduceOp::sum;
-  int root = 0;
-  // See HostCall::deadline and timeout (engine/direct/cpu_executor.hpp).
-  std::chrono::steady_clock::time_point deadline{};
-  std::chrono::steady_clock::duration timeout{};
-  // See HostCall::note (engine/direct/cpu_executor.hpp).
-  void (*note)(void*) = nullptr;
-  void* note_arg = nullptr;
+// One algorithm at one call shape for this rank, built once (DirectEngine::plan).
+struct DirectPlan {
+  DirectProgram program;
+  std::optional<OneShotShape> one_shot;  // run directly, not interpreted (cpu_executor.hpp)
+  std::size_t algorithm_index = 0;       // among all_direct_algorithms(), for call_word()
+  // Window data that moves (HostCall::data_shift, see place_data): the
+  // bytes it takes in the slot's data ring (0: it stays where the program
+  // put it) and the end of its highest operand before the shift.
+  std::size_t ring_bytes = 0;
+  std::size_t data_end = 0;
 };
 
 // Windows below this keep all their bytes for the algorithms: no line region.
@@ -80,8 +75,12 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   // Forgets the names callers handed (find() compares their addresses): call
   // before the strings they point into go away.
   void forget_names() noexcept { checked_ = {}; }
+  // `call`'s shape made ready to run (see PreparedCall): valid for the engine's life.
+  PreparedCall prepare(const DirectAlgorithm& a, const DirectRun& call);
   // Runs `a` for this rank; throws comm::Error (usage errors before any flag moves).
   void run(const DirectAlgorithm& a, const DirectRun& call);
+  // Runs a prepared call (`call` of the same shape) for this rank.
+  void run(const PreparedCall& p, const DirectRun& call);
   std::uint64_t calls() const noexcept { return seq_; }
   // Writes this rank's window data region once: consecutive calls put their
   // data at moving offsets through the whole window (place_data), and a pass
@@ -94,23 +93,13 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   void touch_windows();
 
  private:
-  struct Plan {
-    DirectProgram program;
-    std::optional<OneShotShape> one_shot;  // run directly, not interpreted (cpu_executor.hpp)
-    std::size_t algorithm_index = 0;       // among all_direct_algorithms(), for call_word()
-    // Window data that moves (HostCall::data_shift, see place_data): the
-    // bytes it takes in the slot's data ring (0: it stays where the program
-    // put it) and the end of its highest operand before the shift.
-    std::size_t ring_bytes = 0;
-    std::size_t data_end = 0;
-  };
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
-  const Plan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
+  const DirectPlan& plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size, int root);
   // Sets plan's ring_bytes and data_end from every rank's program of it
   // (identical on every rank).
-  static void size_in_ring(Plan& plan, std::span<const DirectProgram> all, std::size_t window_bytes);
+  static void size_in_ring(DirectPlan& plan, std::span<const DirectProgram> all, std::size_t window_bytes);
   // The shift of this call's window data: the oldest bytes of the slot's ring.
-  std::size_t place_data(const Plan& plan, unsigned slot);
+  std::size_t place_data(const DirectPlan& plan, unsigned slot);
 
   Transport& transport_;
   DirectMemory& memory_;
@@ -129,8 +118,8 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::uint64_t seq_ = 0;     // direct-memory calls so far (identical on every rank)
   unsigned slot_ = 0;         // seq_ % info_.slots
   bool last_synced_ = true;   // the previous call's program synced this rank with everyone
-  std::map<Key, std::unique_ptr<Plan>> plans_;
-  std::array<std::pair<Key, const Plan*>, 4> recent_{};
+  std::map<Key, std::unique_ptr<DirectPlan>> plans_;
+  std::array<std::pair<Key, const DirectPlan*>, 4> recent_{};
   std::size_t recent_next_ = 0;
   std::vector<std::byte> input_copy_;
   std::vector<std::byte> scratch_;  // DirectSpace::scratch: as large as the largest plan's
@@ -146,7 +135,7 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
     std::string_view name;  // as the caller named it
     std::size_t count = 0, elem_size = 0;
     int root = 0;
-    const Plan* plan = nullptr;  // plan(algorithm, count, elem_size, root), once run
+    const DirectPlan* plan = nullptr;  // plan(algorithm, count, elem_size, root), once run
   };
   mutable std::array<Checked, std::size(kAllCollectives)> checked_{};
   std::vector<FlagWait> guard_;
