@@ -10,6 +10,7 @@
 #include "engine/direct/direct_engine.hpp"
 #include "select/calibration_measure.hpp"
 #include "select/timing_plan.hpp"
+#include "select/tuning.hpp"
 #include "util/carryover_order.hpp"
 #include "util/log.hpp"
 
@@ -26,13 +27,18 @@ struct Point {
   int iterations;
 };
 
+// The median of `p`'s iterations in `times`.
+double point_median(const Point& p, const std::vector<double>& times) {
+  const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
+  return calib::robust_median(std::vector<double>(from, from + p.iterations));
+}
+
 // Adds the median of each point's iterations to `profile`, in place of a time
 // measured earlier at the same size.
 void add_medians(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
                  const std::vector<double>& times) {
   for (const Point& p : points) {
-    const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
-    const double median = calib::robust_median(std::vector<double>(from, from + p.iterations));
+    const double median = point_median(p, times);
     const NativeCurve* had = profile.find(Collective::allreduce, names[p.algorithm]);
     std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
     std::erase_if(curve, [&](const auto& point) { return point.first == p.bytes; });
@@ -157,12 +163,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     // them alike instead of one algorithm's whole measurement.
     int iterations = 0;
     const int warmup = kWarmupRounds;
-    if (direct_engine_) {
-      // Once every rank is here no peer still reads this rank's window (a
-      // peer may read it after this rank returned from a call).
-      wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
-      direct_engine_->touch_windows();
-    }
+    quiesce_windows();
     const auto mine = time_rounds(names, c.indices, call, warmup, min_rounds, budget_us, iterations);
     std::vector<Point> points;
     std::vector<double> times;
@@ -219,42 +220,41 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   return profile;
 }
 
-std::vector<double> CommunicatorImpl::time_points(const std::vector<std::pair<std::string, std::size_t>>& points) {
+std::vector<double> CommunicatorImpl::time_points(const std::vector<AlgorithmPoint>& points) {
   const std::vector<std::string> names = own_algorithms(*selector_);
   std::size_t largest = 0;
-  for (const auto& point : points) largest = std::max(largest, std::min(point.second, kLargestTimed));
+  for (const AlgorithmPoint& p : points) largest = std::max(largest, std::min(p.bytes, kLargestTimed));
   std::vector<float> in(largest / sizeof(float), 1.0f), out(in.size(), 0.0f);
   Call call = timing_call(in.data(), out.data());
-  std::vector<double> times;  // every point's timed calls, in order; empty for a refused one
-  std::vector<int> counts;
-  for (const auto& [name, bytes] : points) {
+  std::vector<Point> timed;   // the points not refused, as time_algorithms collects them
+  std::vector<double> times;  // their timed calls, in order
+  constexpr std::size_t kRefused = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> timed_as(points.size(), kRefused);  // index into `timed` per point
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    const auto& [name, bytes] = points[k];
     const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end() || bytes > kLargestTimed) continue;
     std::vector<std::size_t> candidates{static_cast<std::size_t>(it - names.begin())};
+    call.count = bytes / sizeof(float);
+    call.in_bytes = call.out_bytes = bytes;
+    quiesce_windows();
     int iterations = 0;
-    std::vector<std::vector<double>> mine;
-    if (it != names.end() && bytes <= kLargestTimed) {
-      call.count = bytes / sizeof(float);
-      call.in_bytes = call.out_bytes = bytes;
-      if (direct_engine_) {  // as time_algorithms does before each size
-        wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
-        direct_engine_->touch_windows();
-      }
-      mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds, kRefinementBudgetPerSizeUs,
-                         iterations);
-    }
-    const bool refused = mine.empty() || candidates[0] == names.size();
-    counts.push_back(refused ? 0 : iterations);
-    if (!refused) times.insert(times.end(), mine[candidates[0]].begin(), mine[candidates[0]].end());
+    const auto mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds,
+                                  kRefinementBudgetPerSizeUs, iterations);
+    const std::size_t before = timed.size();
+    collect(candidates, names.size(), bytes, mine, iterations, timed, times);
+    if (timed.size() > before) timed_as[k] = before;
   }
   slowest_rank(times);
   std::vector<double> medians;
-  std::size_t at = 0;
-  for (const int n : counts) {
-    const auto from = times.begin() + static_cast<std::ptrdiff_t>(at);
-    medians.push_back(n > 0 ? calib::robust_median(std::vector<double>(from, from + n)) : -1.0);
-    at += static_cast<std::size_t>(n);
-  }
+  for (const std::size_t t : timed_as) medians.push_back(t == kRefused ? -1.0 : point_median(timed[t], times));
   return medians;
+}
+
+void CommunicatorImpl::quiesce_windows() {
+  if (!direct_engine_) return;
+  wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+  direct_engine_->touch_windows();
 }
 
 // Every iteration's time becomes the slowest rank's, in one exchange.

@@ -25,6 +25,9 @@
 #include <utility>
 #include <vector>
 
+namespace comm {
+struct AlgorithmPoint;  // select/tuning.hpp
+}
 namespace comm::direct {
 class DirectEngine;
 struct DirectAlgorithm;
@@ -95,7 +98,7 @@ class CommunicatorImpl {
   NativeProfile time_algorithms();
   // Times single (algorithm, size) all-reduce points the same way: the
   // check of a cached tuning (select/tuning.hpp PointTimer); collective.
-  std::vector<double> time_points(const std::vector<std::pair<std::string, std::size_t>>& points);
+  std::vector<double> time_points(const std::vector<AlgorithmPoint>& points);
   // One size of time_algorithms: `warmup` untimed rounds, then timed ones
   // while the size has spent less than `budget_us` on every rank, at least
   // `min_rounds` (`iterations`); this rank's times per candidate. A
@@ -104,6 +107,11 @@ class CommunicatorImpl {
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
                                                int min_rounds, double budget_us, int& iterations);
   void slowest_rank(std::vector<double>& times);
+  // Before timing a size over the direct engine: once every rank is here no
+  // peer still reads this rank's window (a peer may read it after this rank
+  // returned from a call), so its data region is written afresh
+  // (DirectEngine::touch_windows). Collective; nothing without the engine.
+  void quiesce_windows();
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);
   Engine& engine_for(const Call& call, std::string_view algorithm);

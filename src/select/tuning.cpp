@@ -163,8 +163,8 @@ void finish_together(Store& store, int rank, int size, std::chrono::milliseconds
 
 }  // namespace
 
-std::vector<std::pair<std::pair<std::string, std::size_t>, double>> cache_check_points(const NativeProfile& measured) {
-  std::vector<std::pair<std::pair<std::string, std::size_t>, double>> out;
+std::vector<CacheCheck> cache_check_points(const NativeProfile& measured) {
+  std::vector<CacheCheck> out;
   for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20}) {
     const NativeCurve* fastest = nullptr;
     double best = 0;
@@ -203,13 +203,13 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
   if (!time_points) return {};
   const auto checks = cache_check_points(measured);
   if (checks.empty()) return {};
-  std::vector<std::pair<std::string, std::size_t>> points;
-  for (const auto& [point, cached] : checks) points.push_back(point);
+  std::vector<AlgorithmPoint> points;
+  for (const CacheCheck& c : checks) points.push_back(c.point);
   const std::vector<double> now = time_points(links, compute, native, points);
   for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
-    if (now[i] >= 0 && now[i] * kStaleCacheFactor < checks[i].second)
-      return checks[i].first.first + " at " + std::to_string(checks[i].first.second) + " B took " +
-             util::fixed(now[i], 1) + " us now against " + util::fixed(checks[i].second, 1) + " us cached";
+    if (const CacheCheck& c = checks[i]; now[i] >= 0 && now[i] * kStaleCacheFactor < c.cached_us)
+      return c.point.algorithm + " at " + std::to_string(c.point.bytes) + " B took " + util::fixed(now[i], 1) +
+             " us now against " + util::fixed(c.cached_us, 1) + " us cached";
   return {};
 }
 

@@ -56,19 +56,31 @@ struct TuningOutcome {
 using AlgorithmTimer =
     std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native)>;
 
+// An all-reduce algorithm at one size, as timed by a PointTimer.
+struct AlgorithmPoint {
+  std::string algorithm;
+  std::size_t bytes = 0;
+  bool operator==(const AlgorithmPoint&) const = default;
+};
+
 // Times the given (algorithm, size) all-reduce points now, over the figures
 // given, every rank at once; returns each point's time (the slowest rank's
 // median; negative where the algorithm refused), the same on every rank.
 using PointTimer = std::function<std::vector<double>(
     const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native,
-    const std::vector<std::pair<std::string, std::size_t>>& points)>;
+    const std::vector<AlgorithmPoint>& points)>;
 
 // A cached point timed now at less than its cached time / kStaleCacheFactor
 // makes the cache stale (see the file comment).
 inline constexpr double kStaleCacheFactor = 2.0;
 
-// The points a cached tuning is checked at: the fastest of `measured` at 64 KiB and at 1 MiB, with their times.
-std::vector<std::pair<std::pair<std::string, std::size_t>, double>> cache_check_points(const NativeProfile& measured);
+// A point a cached tuning is checked at, with its cached time.
+struct CacheCheck {
+  AlgorithmPoint point;
+  double cached_us = 0;
+};
+// The points a cached tuning is checked at: the fastest of `measured` at 64 KiB and at 1 MiB.
+std::vector<CacheCheck> cache_check_points(const NativeProfile& measured);
 
 // Collective over all ranks of the communicator; `store` is its private store.
 // Overwrites `links` and `compute` with the figures chosen. Throws

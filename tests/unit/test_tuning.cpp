@@ -229,14 +229,14 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   const auto checks = cache_check_points(slow_spell({}, {}, {}));
   calibrations = 0;
   REQUIRE(checks.size() == 2);
-  CHECK(checks[0].first == std::pair<std::string, std::size_t>{"ring", 65536});
-  CHECK(checks[0].second == 100.0);
-  CHECK(checks[1].first == std::pair<std::string, std::size_t>{"ring", std::size_t{1} << 20});
-  std::vector<std::pair<std::string, std::size_t>> asked;
+  CHECK(checks[0].point == AlgorithmPoint{"ring", 65536});
+  CHECK(checks[0].cached_us == 100.0);
+  CHECK(checks[1].point == AlgorithmPoint{"ring", std::size_t{1} << 20});
+  std::vector<AlgorithmPoint> asked;
   std::mutex mu;
   auto timing = [&](double at_64k, double at_1m) {
     return PointTimer([&, at_64k, at_1m](const LinkMatrix&, const ComputeParams&, const NativeProfile&,
-                                        const std::vector<std::pair<std::string, std::size_t>>& points) {
+                                        const std::vector<AlgorithmPoint>& points) {
       std::lock_guard lk(mu);
       asked = points;
       return std::vector<double>{at_64k, at_1m};
@@ -253,7 +253,7 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
     CHECK(again[1].outcome.source == again[0].outcome.source);
   }
   CHECK(calibrations == 2);
-  CHECK(asked == std::vector<std::pair<std::string, std::size_t>>{{"ring", 65536}, {"ring", std::size_t{1} << 20}});
+  CHECK(asked == std::vector<AlgorithmPoint>{{"ring", 65536}, {"ring", std::size_t{1} << 20}});
 
   // Under half the cached time at one point: measured again on every rank, the file replaced.
   const auto fresh = tune(2, cfg, slow_spell, timing(60, 900));
