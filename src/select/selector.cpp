@@ -148,6 +148,10 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
 
 void Selector::set_measured_profile(const NativeProfile& measured) {
   corrections_ = {};
+  for (auto& pc : per_coll_) {
+    pc.measured_sizes.assign(pc.names.size(), {SIZE_MAX, 0});
+    pc.measured_span = {SIZE_MAX, 0};
+  }
   for (const NativeCurve& curve : measured.curves) {
     if (is_native(curve.collective, curve.algorithm)) continue;  // the native profile predicts those
     std::vector<std::pair<std::size_t, double>> ratios;
@@ -155,7 +159,16 @@ void Selector::set_measured_profile(const NativeProfile& measured) {
       const double model = predict_model(curve.collective, curve.algorithm, bytes);
       if (model > 0 && us > 0) ratios.emplace_back(bytes, us / model);
     }
-    if (!ratios.empty()) corrections_.set(curve.collective, curve.algorithm, std::move(ratios));
+    if (ratios.empty()) continue;
+    auto& pc = per_coll_[index(curve.collective)];
+    for (std::size_t i = 0; i < pc.names.size(); ++i)
+      if (pc.names[i] == curve.algorithm)
+        for (const auto& [bytes, ratio] : ratios) {
+          pc.measured_sizes[i] = {std::min(pc.measured_sizes[i].first, bytes),
+                                  std::max(pc.measured_sizes[i].second, bytes)};
+          pc.measured_span = {std::min(pc.measured_span.first, bytes), std::max(pc.measured_span.second, bytes)};
+        }
+    corrections_.set(curve.collective, curve.algorithm, std::move(ratios));
   }
   const NativeProfile untimed = untimed_corrections();  // from what was measured, before extending it
   extend_corrections();
@@ -200,13 +213,15 @@ NativeProfile Selector::untimed_corrections() const {
 // there, while what was measured there says the model is off by another
 // factor at that end: more ranks than cores cost every call context
 // switches the model does not know, which shows at the smallest sizes. So
-// it follows the change of ratio, from its outermost size to the collective's
-// outermost, of the algorithms measured at both: the best evidence there is
-// for links it shares with them. Towards the smallest size, their median;
-// towards the largest, the worst of them, for an algorithm left out there
-// was not among the contenders and must not win on extrapolation alone (on 2
-// x 2 emulated hosts the median made the untimed tree look 20 % faster than
-// it ran at 8 MiB, and auto picked it at 1.2-1.3x the best).
+// it follows the median change of ratio, from its outermost size to the
+// collective's outermost, of the algorithms measured at both: the best
+// evidence there is for links it shares with them. That is an estimate, not
+// a measurement, so it must not win on extrapolation alone (on 2 x 2
+// emulated hosts it made the untimed tree look 20 % faster than it ran at 8
+// MiB): evaluate() demands a margin of it. Extending by the worst change
+// instead, as before, kept auto safe but put the untimed tree and
+// hierarchical algorithms at 2-9x their measured time from 8 MiB on
+// (tools/selection-check.sh, ucx and ofi).
 void Selector::extend_corrections() {
   auto ratio_at = [](const NativeCurve& curve, std::size_t bytes) {
     for (const auto& [b, r] : curve.points)
@@ -223,7 +238,7 @@ void Selector::extend_corrections() {
     // (bytes, ratio) to add to each curve at either end; bytes 0: none.
     std::vector<std::pair<std::size_t, double>> below, above;
     for (const NativeCurve& curve : corrections_.curves) {
-      const auto extend = [&](std::size_t from, std::size_t to, bool worst) -> std::pair<std::size_t, double> {
+      const auto extend = [&](std::size_t from, std::size_t to) -> std::pair<std::size_t, double> {
         if (curve.collective != c || from == to) return {0, 0.0};
         std::vector<double> changes;
         for (const NativeCurve& other : corrections_.curves) {
@@ -233,10 +248,10 @@ void Selector::extend_corrections() {
         }
         if (changes.empty()) return {0, 0.0};
         std::sort(changes.begin(), changes.end());
-        return {to, ratio_at(curve, from) * (worst ? changes.back() : changes[changes.size() / 2])};
+        return {to, ratio_at(curve, from) * changes[changes.size() / 2]};
       };
-      below.push_back(extend(curve.points.front().first, smallest, false));
-      above.push_back(extend(curve.points.back().first, largest, true));
+      below.push_back(extend(curve.points.front().first, smallest));
+      above.push_back(extend(curve.points.back().first, largest));
     }
     for (std::size_t i = 0; i < corrections_.curves.size(); ++i) {
       auto& points = corrections_.curves[i].points;
@@ -304,19 +319,36 @@ void Selector::set_deterministic(bool on) {
     }
 }
 
+bool Selector::measured_at(const PerCollective& pc, std::size_t i, std::size_t bytes) const {
+  if (!pc.ours[i] && !pc.direct[i]) return true;  // native: its own profile predicts it
+  if (pc.measured_sizes.empty() || pc.measured_span.first > pc.measured_span.second) return false;
+  const auto [lo, hi] = pc.measured_sizes[i];
+  const std::size_t at = std::clamp(bytes, pc.measured_span.first, pc.measured_span.second);
+  return lo <= at && at <= hi;
+}
+
+// The fastest prediction; one that is extrapolated (measured_at) only if it
+// beats the fastest measured one by kExtrapolatedMargin. Without any
+// measurement (calibration off) the model's fastest.
 int Selector::evaluate(Collective c, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
-  int best = -1;
-  double best_us = std::numeric_limits<double>::infinity();
+  int best = -1, best_measured = -1;
+  double best_us = std::numeric_limits<double>::infinity(), best_measured_us = best_us;
   for (std::size_t i = 0; i < pc.names.size(); ++i) {
     if (deterministic_ && !ordered(c, i)) continue;
     const double us = predict(c, pc.names[i], bytes);
-    if (us >= 0 && us < best_us) {
+    if (us < 0) continue;
+    if (us < best_us) {
       best_us = us;
       best = static_cast<int>(i);
     }
+    if (us < best_measured_us && measured_at(pc, i, bytes)) {
+      best_measured_us = us;
+      best_measured = static_cast<int>(i);
+    }
   }
-  return best;
+  if (best_measured < 0 || best_us * kExtrapolatedMargin < best_measured_us) return best;
+  return best_measured;
 }
 
 const OverrideRule* Selector::override_for(Collective c, std::size_t bytes) const {

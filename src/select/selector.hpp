@@ -83,11 +83,15 @@ class Selector {
   // prediction of such an algorithm is scaled by measured / predicted at the
   // ladder sizes, interpolated in log(size) between them and held beyond
   // them. The model keeps the shape (chunking, cache regimes, ranks), the
-  // measurement sets the level. An algorithm measured up to the size before
-  // the largest (calibration times only the contenders there) takes the
-  // contenders' median change of ratio between the two. Clears the cached
-  // choices.
+  // measurement sets the level. An algorithm measured over fewer sizes than
+  // others (calibration times only the contenders at the ends) takes their
+  // median change of ratio beyond its own outermost sizes; there it is
+  // extrapolated, and auto picks it over the best measured one only if it is
+  // predicted kExtrapolatedMargin times faster. Clears the cached choices.
   void set_measured_profile(const NativeProfile& measured);
+  // How much faster than the best measured algorithm an extrapolated one
+  // must be predicted to be picked.
+  static constexpr double kExtrapolatedMargin = 1.3;
   // The model's own prediction, without the measured correction.
   double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
 
@@ -112,7 +116,15 @@ class Selector {
     std::vector<bool> direct;                  // parallel to names: the direct engine's
     std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
     mutable std::vector<signed char> rank_ordered;  // parallel to names: -1 not computed yet, 0, 1
+    // Parallel to names: the smallest and largest size the measured profile
+    // has for ours and the direct engine's (empty, first > second: none).
+    std::vector<std::pair<std::size_t, std::size_t>> measured_sizes;
+    std::pair<std::size_t, std::size_t> measured_span{SIZE_MAX, 0};  // over all of them
   };
+  // Whether names[i]'s prediction at `bytes` rests on its own measurements:
+  // native algorithms always; ours between their outermost measured sizes,
+  // and beyond the collective's outermost ones if measured there too.
+  bool measured_at(const PerCollective& pc, std::size_t i, std::size_t bytes) const;
   static std::size_t index(Collective c) { return static_cast<std::size_t>(c); }
   algo::AlgoArgs model_args(Collective c, std::size_t bytes) const;
   int evaluate(Collective c, std::size_t bytes) const;

@@ -402,7 +402,7 @@ struct Corrections {
 
 }  // namespace
 
-TEST_CASE("an algorithm not timed at the largest size follows the worst of the contenders' change of ratio there") {
+TEST_CASE("an algorithm not timed at the largest size follows the contenders' median change of ratio there") {
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
   Corrections f;
   // ring, rabenseifner and twoshot were contenders at 8 MiB: their ratio went
@@ -413,10 +413,59 @@ TEST_CASE("an algorithm not timed at the largest size follows the worst of the c
   f.measure("tree", {{mib, 1.5}});
   f.s.set_measured_profile(f.measured);
   CHECK(f.ratio("ring", large) == doctest::Approx(3));
-  // The worst change is x3 (the median would be x2): tree's 1.5 becomes 4.5 at 8 MiB and beyond.
+  // The median change is x2: tree's 1.5 becomes 3 at 8 MiB and beyond.
   CHECK(f.ratio("tree", mib) == doctest::Approx(1.5));
-  CHECK(f.ratio("tree", large) == doctest::Approx(4.5));
-  CHECK(f.ratio("tree", 4 * large) == doctest::Approx(4.5));
+  CHECK(f.ratio("tree", large) == doctest::Approx(3));
+  CHECK(f.ratio("tree", 4 * large) == doctest::Approx(3));
+}
+
+TEST_CASE("auto picks an extrapolated algorithm only if it is predicted clearly faster than the best measured one") {
+  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
+  // Ring is measured at 1 and 8 MiB (at the model there), tree only at 1 MiB:
+  // at 8 MiB tree is predicted from ring's change of ratio (x1), so tree's
+  // ratio at 1 MiB sets its prediction there against ring's. `share` is
+  // tree's predicted time over ring's at 8 MiB.
+  const auto hopeless = [&](Corrections& f) {  // every other algorithm, measured at both sizes
+    for (const char* a : {"direct", "twoshot", "recursive_doubling", "rabenseifner", "hierarchical", "hierarchical_rail"})
+      f.measure(a, {{mib, 1000}, {large, 1000}});
+  };
+  const auto pick = [&](double share, std::size_t at = std::size_t{8} << 20) {
+    Corrections f;
+    const double m = f.model("tree", large) / f.model("ring", large);
+    f.measure("ring", {{mib, 1}, {large, 1}});
+    f.measure("tree", {{mib, share / m}});
+    hopeless(f);
+    f.s.set_measured_profile(f.measured);
+    CHECK(f.s.predict(Collective::allreduce, "tree", large) ==
+          doctest::Approx(share * f.s.predict(Collective::allreduce, "ring", large)));
+    if (at != large) {  // beyond every measured size: ring was measured at the largest, tree was not
+      const double tree = f.s.predict(Collective::allreduce, "tree", at);
+      const double ring = f.s.predict(Collective::allreduce, "ring", at);
+      REQUIRE(tree < ring);
+      REQUIRE(tree * Selector::kExtrapolatedMargin > ring);
+    }
+    return f.s.choose(Collective::allreduce, at);
+  };
+  CHECK(pick(0.5) == "tree");  // more than the margin faster
+  CHECK(pick(1.0 / Selector::kExtrapolatedMargin + 0.05) == "ring");  // faster, by less than the margin
+  CHECK(pick(0.95) == "ring");
+  CHECK(pick(2.0) == "ring");
+  CHECK(pick(0.9, 4 * large) == "ring");  // ring measured at 8 MiB counts as measured beyond it
+  // Where both were measured the faster prediction wins, however close; so
+  // it does beyond the largest size measured, if both were measured there.
+  Corrections f;
+  f.measure("ring", {{mib, 1}, {large, 1}});
+  f.measure("tree", {{mib, 0.95 * f.model("ring", mib) / f.model("tree", mib)},
+                     {large, 0.95 * f.model("ring", large) / f.model("tree", large)}});
+  hopeless(f);
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.s.choose(Collective::allreduce, mib) == "tree");
+  CHECK(f.s.choose(Collective::allreduce, large) == "tree");
+  const std::size_t beyond = 8 * large;
+  if (f.s.predict(Collective::allreduce, "tree", beyond) < f.s.predict(Collective::allreduce, "ring", beyond))
+    CHECK(f.s.choose(Collective::allreduce, beyond) == "tree");
+  else
+    CHECK(f.s.choose(Collective::allreduce, beyond) == "ring");
 }
 
 TEST_CASE("an algorithm not timed at the smallest size follows the change of ratio of those timed there") {
