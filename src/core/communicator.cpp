@@ -196,14 +196,14 @@ std::string CommunicatorImpl::connect() {
 void CommunicatorImpl::create_selector(const LinkMatrix& links, const ComputeParams& compute, NativeProfile native,
                                        const std::vector<OverrideRule>& overrides) {
   // Calibration replaces the selector a cache check made its calls through.
-  // The choices the last resolution and the direct engine remember go with
-  // it; the selector itself is kept, as flight records and pooled operations
-  // still point into its names.
+  // The choice the last resolution remembers goes with it; its names stay
+  // (share_names), as flight records, pooled operations and the direct
+  // engine hold views of them.
   last_resolved_ = {};
-  if (direct_engine_) direct_engine_->forget_names();
-  if (selector_) retired_selectors_.push_back(std::move(selector_));
+  std::shared_ptr<const Selector::NameLists> names = selector_ ? selector_->name_lists() : nullptr;
   selector_ = std::make_unique<Selector>(size_, links, compute, config_.chunk_bytes, overrides, transport_->native(),
                                          schedule_engine_ != nullptr, direct_engine_.get(), plans_.hosts());
+  if (names) selector_->share_names(std::move(names));
   selector_->set_native_profile(std::move(native));
 }
 

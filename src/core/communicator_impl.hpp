@@ -159,7 +159,6 @@ class CommunicatorImpl {
   std::shared_ptr<const PeerTable> peers_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Selector> selector_;
-  std::vector<std::unique_ptr<Selector>> retired_selectors_;  // replaced at creation (create_selector)
   PlanCache plans_;
   // Created once from what the transport offers; null when not offered.
   std::unique_ptr<Engine> schedule_engine_;  // host executor or stream engine

@@ -31,37 +31,41 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
       overrides_(std::move(overrides)),
       native_(native),
       direct_(direct) {
+  auto lists = std::make_shared<NameLists>();
   for (Collective c : kAllCollectives) {
     auto& pc = per_coll_[index(c)];
+    std::vector<std::string>& names = (*lists)[index(c)];
     pc.bucket_choice.fill(-1);
     for (const auto& a : algo::all_algorithms())
       if (schedules_runnable && a.collective == c) {
-        pc.names.emplace_back(a.name);
+        names.emplace_back(a.name);
         pc.ours.push_back(&a);
         pc.direct.push_back(false);
       }
     if (direct_)
       for (auto& n : direct_->algorithms(c)) {
-        pc.names.push_back(n);
+        names.push_back(n);
         pc.ours.push_back(nullptr);
         pc.direct.push_back(true);
       }
     if (native_)
       for (auto& n : native_->algorithms(c)) {
-        pc.names.push_back(n);
+        names.push_back(n);
         pc.ours.push_back(nullptr);
         pc.direct.push_back(false);
       }
+    pc.names = &names;
     // Computed on first use (determinism.hpp); natives never qualify.
-    pc.rank_ordered.assign(pc.names.size(), -1);
+    pc.rank_ordered.assign(names.size(), -1);
   }
+  names_ = std::move(lists);
   for (const auto& r : overrides_) {
     const auto& pc = per_coll_[index(r.collective)];
     bool found = false;
-    for (auto& n : pc.names) found = found || n == r.algorithm;
+    for (auto& n : *pc.names) found = found || n == r.algorithm;
     if (!found) {
       std::string valid;
-      for (auto& n : pc.names) valid += (valid.empty() ? "" : ", ") + n;
+      for (auto& n : *pc.names) valid += (valid.empty() ? "" : ", ") + n;
       throw Error(ErrorCode::invalid_config, "COMM_ALGO: no algorithm '" + r.algorithm + "' for " +
                                                  std::string(to_string(r.collective)) + " (valid: " +
                                                  (valid.empty() ? "none" : valid) + ")");
@@ -69,17 +73,24 @@ Selector::Selector(int nranks, LinkMatrix links, ComputeParams compute, std::siz
   }
 }
 
+void Selector::share_names(std::shared_ptr<const NameLists> names) {
+  if (!names || *names != *names_)
+    throw Error(ErrorCode::internal, "selector: the shared algorithm names are not the ones this selector offers");
+  names_ = std::move(names);
+  for (Collective c : kAllCollectives) per_coll_[index(c)].names = &(*names_)[index(c)];
+}
+
 bool Selector::is_native(Collective c, std::string_view name) const {
   const auto& pc = per_coll_[index(c)];
-  for (std::size_t i = 0; i < pc.names.size(); ++i)
-    if (pc.names[i] == name) return pc.ours[i] == nullptr && !pc.direct[i];
+  for (std::size_t i = 0; i < pc.names->size(); ++i)
+    if ((*pc.names)[i] == name) return pc.ours[i] == nullptr && !pc.direct[i];
   return false;
 }
 
 bool Selector::is_direct(Collective c, std::string_view name) const {
   const auto& pc = per_coll_[index(c)];
-  for (std::size_t i = 0; i < pc.names.size(); ++i)
-    if (pc.names[i] == name) return pc.direct[i];
+  for (std::size_t i = 0; i < pc.names->size(); ++i)
+    if ((*pc.names)[i] == name) return pc.direct[i];
   return false;
 }
 
@@ -131,8 +142,8 @@ double Selector::predict_native(Collective c, std::string_view name, std::size_t
 
 double Selector::predict_model(Collective c, std::string_view name, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
-  for (std::size_t i = 0; i < pc.names.size(); ++i) {
-    if (pc.names[i] != name) continue;
+  for (std::size_t i = 0; i < pc.names->size(); ++i) {
+    if ((*pc.names)[i] != name) continue;
     if (pc.direct[i]) return direct_->predict_us(c, name, bytes, compute_);
     if (!pc.ours[i]) return predict_native(c, name, bytes);
     const auto args = model_args(c, bytes);
@@ -149,7 +160,7 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
 void Selector::set_measured_profile(const NativeProfile& measured) {
   corrections_ = {};
   for (auto& pc : per_coll_) {
-    pc.measured_sizes.assign(pc.names.size(), {SIZE_MAX, 0});
+    pc.measured_sizes.assign(pc.names->size(), {SIZE_MAX, 0});
     pc.measured_span = {SIZE_MAX, 0};
   }
   for (const NativeCurve& curve : measured.curves) {
@@ -161,8 +172,8 @@ void Selector::set_measured_profile(const NativeProfile& measured) {
     }
     if (ratios.empty()) continue;
     auto& pc = per_coll_[index(curve.collective)];
-    for (std::size_t i = 0; i < pc.names.size(); ++i)
-      if (pc.names[i] == curve.algorithm)
+    for (std::size_t i = 0; i < pc.names->size(); ++i)
+      if ((*pc.names)[i] == curve.algorithm)
         for (const auto& [bytes, ratio] : ratios) {
           pc.measured_sizes[i] = {std::min(pc.measured_sizes[i].first, bytes),
                                   std::max(pc.measured_sizes[i].second, bytes)};
@@ -199,8 +210,8 @@ NativeProfile Selector::untimed_corrections() const {
       typical.emplace_back(bytes, ratios.size() % 2 ? ratios[m] : std::sqrt(ratios[m - 1] * ratios[m]));
     }
     const auto& pc = per_coll_[index(c)];
-    for (std::size_t i = 0; i < pc.names.size(); ++i)
-      if ((pc.ours[i] || pc.direct[i]) && !corrections_.find(c, pc.names[i])) untimed.set(c, pc.names[i], typical);
+    for (std::size_t i = 0; i < pc.names->size(); ++i)
+      if ((pc.ours[i] || pc.direct[i]) && !corrections_.find(c, (*pc.names)[i])) untimed.set(c, (*pc.names)[i], typical);
   }
   return untimed;
 }
@@ -283,16 +294,16 @@ bool Selector::ordered(Collective c, std::size_t i) const {
 
 bool Selector::deterministic(Collective c, std::string_view name) const {
   const auto& pc = per_coll_[index(c)];
-  for (std::size_t i = 0; i < pc.names.size(); ++i)
-    if (pc.names[i] == name) return ordered(c, i);
+  for (std::size_t i = 0; i < pc.names->size(); ++i)
+    if ((*pc.names)[i] == name) return ordered(c, i);
   return false;
 }
 
 std::string Selector::qualifying(Collective c) const {
   const auto& pc = per_coll_[index(c)];
   std::string s;
-  for (std::size_t i = 0; i < pc.names.size(); ++i)
-    if (ordered(c, i)) s += (s.empty() ? "" : ", ") + pc.names[i];
+  for (std::size_t i = 0; i < pc.names->size(); ++i)
+    if (ordered(c, i)) s += (s.empty() ? "" : ", ") + (*pc.names)[i];
   return s.empty() ? "none" : s;
 }
 
@@ -334,9 +345,9 @@ int Selector::evaluate(Collective c, std::size_t bytes) const {
   const auto& pc = per_coll_[index(c)];
   int best = -1, best_measured = -1;
   double best_us = std::numeric_limits<double>::infinity(), best_measured_us = best_us;
-  for (std::size_t i = 0; i < pc.names.size(); ++i) {
+  for (std::size_t i = 0; i < pc.names->size(); ++i) {
     if (deterministic_ && !ordered(c, i)) continue;
-    const double us = predict(c, pc.names[i], bytes);
+    const double us = predict(c, (*pc.names)[i], bytes);
     if (us < 0) continue;
     if (us < best_us) {
       best_us = us;
@@ -361,7 +372,7 @@ const std::string& Selector::choose(Collective c, std::size_t bytes, const char*
   auto& pc = per_coll_[index(c)];
   if (const OverrideRule* r = override_for(c, bytes)) {
     if (source) *source = "override";
-    for (auto& n : pc.names)
+    for (auto& n : *pc.names)
       if (n == r->algorithm) return n;
   }
   if (source) *source = "cost model";
@@ -372,7 +383,7 @@ const std::string& Selector::choose(Collective c, std::size_t bytes, const char*
     throw Error(ErrorCode::unsupported, "no algorithm can run " + std::string(to_string(c)) + " on " +
                                             std::to_string(nranks_) + " ranks" +
                                             (deterministic_ ? " in deterministic mode" : ""));
-  return pc.names[static_cast<std::size_t>(choice)];
+  return (*pc.names)[static_cast<std::size_t>(choice)];
 }
 
 std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes) {
@@ -383,7 +394,7 @@ std::vector<CandidateCost> Selector::candidates(Collective c, std::size_t bytes)
   // Evaluate at the bucket's representative size: that is what choose() compared.
   const int b = bucket_of(bytes);
   const std::size_t at = bytes == 0 ? 0 : std::size_t{1} << b;
-  for (const auto& name : pc.names) {
+  for (const auto& name : *pc.names) {
     CandidateCost cc;
     cc.algorithm = name;
     cc.predicted_us = predict(c, name, at);

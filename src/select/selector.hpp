@@ -20,6 +20,7 @@
 #include <array>
 #include <bit>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,18 @@ class Selector {
            std::vector<OverrideRule> overrides, NativeCollectives* native, bool schedules_runnable = true,
            const AlgorithmOffer* direct = nullptr, algo::HostGroups hosts = {});
 
-  // Algorithm names that exist for `c` (ours, the direct engine's, then the transport's native ones).
-  const std::vector<std::string>& names(Collective c) const { return per_coll_[index(c)].names; }
+  // Algorithm names that exist for `c` (ours, the direct engine's, then the
+  // transport's native ones). They, and the name choose() returns, live as
+  // long as the lists name_lists() shares.
+  const std::vector<std::string>& names(Collective c) const { return *per_coll_[index(c)].names; }
+  // The names of every collective, shared: a communicator that replaces its
+  // selector (calibration) hands the new one the old one's lists
+  // (share_names), so the names its flight records, pooled operations and
+  // engines hold stay valid and the same addresses.
+  using NameLists = std::array<std::vector<std::string>, std::size(kAllCollectives)>;
+  std::shared_ptr<const NameLists> name_lists() const noexcept { return names_; }
+  // Takes `names` (equal to this selector's own; throws internal if not) in place of its own.
+  void share_names(std::shared_ptr<const NameLists> names);
   bool is_native(Collective c, std::string_view name) const;
   // Why the direct engine's `name` cannot run here at any size ("" if it can, or is not its).
   std::string why_not(Collective c, std::string_view name) const {
@@ -111,7 +122,7 @@ class Selector {
 
  private:
   struct PerCollective {
-    std::vector<std::string> names;
+    const std::vector<std::string>* names = nullptr;  // in names_
     std::vector<const algo::Algorithm*> ours;  // parallel to names; nullptr = native or direct
     std::vector<bool> direct;                  // parallel to names: the direct engine's
     std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
@@ -148,6 +159,7 @@ class Selector {
   NativeProfile untimed_corrections() const;
   bool deterministic_ = false;
   const AlgorithmOffer* direct_;
+  std::shared_ptr<const NameLists> names_;
   std::array<PerCollective, std::size(kAllCollectives)> per_coll_;
   mutable std::vector<std::size_t> uniform_counts_, uniform_displs_;  // all_to_allv modelling
 };

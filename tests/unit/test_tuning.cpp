@@ -506,3 +506,24 @@ TEST_CASE("an algorithm never timed is off by what was typical where the others 
   // Nothing measured for a collective: the model alone.
   CHECK(f.s.predict(Collective::broadcast, "tree", mid) == f.s.predict_model(Collective::broadcast, "tree", mid));
 }
+
+TEST_CASE("a selector that replaces another takes its names: views of them stay valid, at the same addresses") {
+  const auto make = [](bool schedules) {
+    return std::make_unique<Selector>(4, test::uniform_links(4, LinkKind::shm, 1.0, 5.0), ComputeParams{},
+                                      std::size_t{1} << 20, std::vector<OverrideRule>{}, nullptr, schedules);
+  };
+  auto first = make(true);
+  const std::string_view chosen = first->choose(Collective::allreduce, 8);  // as an operation keeps it
+  const std::string copy(chosen);
+  auto second = make(true);
+  second->share_names(first->name_lists());
+  first.reset();
+  CHECK(chosen == copy);  // read after the first selector is gone (ASan: no use after free)
+  const auto& names = second->names(Collective::allreduce);
+  CHECK(std::count_if(names.begin(), names.end(), [&](const std::string& n) { return n.data() == chosen.data(); }) ==
+        1);
+  CHECK(second->choose(Collective::allreduce, 8).data() == chosen.data());
+  // Another set of algorithms is not the same names.
+  auto other = make(false);
+  CHECK_THROWS_AS(other->share_names(second->name_lists()), Error);
+}

@@ -72,9 +72,6 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
 
   // The algorithm `name` of collective `c` (null: none); cheap while calls repeat.
   const DirectAlgorithm* find(Collective c, std::string_view name) const;
-  // Forgets the names callers handed (find() compares their addresses): call
-  // before the strings they point into go away.
-  void forget_names() noexcept { checked_ = {}; }
   // `call`'s shape made ready to run (see PreparedCall): valid for the engine's life.
   PreparedCall prepare(const DirectAlgorithm& a, const DirectRun& call);
   // Runs `a` for this rank; throws comm::Error (usage errors before any flag moves).
