@@ -15,6 +15,7 @@
 #include "util/log.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace comm::detail {
 namespace {
@@ -220,20 +221,40 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   return profile;
 }
 
-std::vector<double> CommunicatorImpl::time_points(const std::vector<AlgorithmPoint>& points) {
+// Which of `checks` to time (select/tuning.hpp PointTimer): every one not
+// optional and, at each size, the optional one whose cached time is furthest
+// behind the cost model's own prediction (the selector holds the cached
+// figures, the same on every rank).
+std::vector<bool> CommunicatorImpl::points_to_check(const std::vector<CacheCheck>& checks) const {
+  std::vector<bool> timed(checks.size());
+  std::map<std::size_t, std::pair<double, std::size_t>> suspect;  // bytes -> (cached / model, index)
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    const CacheCheck& c = checks[k];
+    timed[k] = !c.optional;
+    const double model = selector_->predict_model(Collective::allreduce, c.point.algorithm, c.point.bytes);
+    if (!c.optional || model <= 0) continue;
+    auto [it, added] = suspect.try_emplace(c.point.bytes, c.cached_us / model, k);
+    if (!added && c.cached_us / model > it->second.first) it->second = {c.cached_us / model, k};
+  }
+  for (const auto& [bytes, worst] : suspect) timed[worst.second] = true;
+  return timed;
+}
+
+std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>& checks) {
   const std::vector<std::string> names = own_algorithms(*selector_);
+  const std::vector<bool> wanted = points_to_check(checks);
   std::size_t largest = 0;
-  for (const AlgorithmPoint& p : points) largest = std::max(largest, std::min(p.bytes, kLargestTimed));
+  for (const CacheCheck& c : checks) largest = std::max(largest, std::min(c.point.bytes, kLargestTimed));
   std::vector<float> in(largest / sizeof(float), 1.0f), out(in.size(), 0.0f);
   Call call = timing_call(in.data(), out.data());
-  std::vector<Point> timed;   // the points not refused, as time_algorithms collects them
+  std::vector<Point> timed;   // the points timed and not refused, as time_algorithms collects them
   std::vector<double> times;  // their timed calls, in order
-  constexpr std::size_t kRefused = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> timed_as(points.size(), kRefused);  // index into `timed` per point
-  for (std::size_t k = 0; k < points.size(); ++k) {
-    const auto& [name, bytes] = points[k];
+  constexpr std::size_t kNotTimed = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> timed_as(checks.size(), kNotTimed);  // index into `timed` per point
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    const auto& [name, bytes] = checks[k].point;
     const auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end() || bytes > kLargestTimed) continue;
+    if (!wanted[k] || it == names.end() || bytes > kLargestTimed) continue;
     std::vector<std::size_t> candidates{static_cast<std::size_t>(it - names.begin())};
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
@@ -247,7 +268,7 @@ std::vector<double> CommunicatorImpl::time_points(const std::vector<AlgorithmPoi
   }
   slowest_rank(times);
   std::vector<double> medians;
-  for (const std::size_t t : timed_as) medians.push_back(t == kRefused ? -1.0 : point_median(timed[t], times));
+  for (const std::size_t t : timed_as) medians.push_back(t == kNotTimed ? -1.0 : point_median(timed[t], times));
   return medians;
 }
 

@@ -182,7 +182,7 @@ std::string CommunicatorImpl::connect() {
         return time_algorithms();
       },
       [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
-          const std::vector<AlgorithmPoint>& points) {
+          const std::vector<CacheCheck>& points) {
         create_selector(cached, cached_compute, native, overrides);
         return time_points(points);
       });

@@ -26,7 +26,7 @@
 #include <vector>
 
 namespace comm {
-struct AlgorithmPoint;  // select/tuning.hpp
+struct CacheCheck;  // select/tuning.hpp
 }
 namespace comm::direct {
 class DirectEngine;
@@ -97,8 +97,10 @@ class CommunicatorImpl {
   // calibration, select/tuning.hpp AlgorithmTimer); collective.
   NativeProfile time_algorithms();
   // Times single (algorithm, size) all-reduce points the same way: the
-  // check of a cached tuning (select/tuning.hpp PointTimer); collective.
-  std::vector<double> time_points(const std::vector<AlgorithmPoint>& points);
+  // check of a cached tuning (select/tuning.hpp PointTimer, which says which
+  // of `checks` it times); collective.
+  std::vector<double> time_points(const std::vector<CacheCheck>& checks);
+  std::vector<bool> points_to_check(const std::vector<CacheCheck>& checks) const;
   // One size of time_algorithms: `warmup` untimed rounds, then timed ones
   // while the size has spent less than `budget_us` on every rank, at least
   // `min_rounds` (`iterations`); this rank's times per candidate. A

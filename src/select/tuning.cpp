@@ -166,13 +166,16 @@ void finish_together(Store& store, int rank, int size, std::chrono::milliseconds
 std::vector<CacheCheck> cache_check_points(const NativeProfile& measured) {
   std::vector<CacheCheck> out;
   for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20}) {
-    const NativeCurve* fastest = nullptr;
-    double best = 0;
+    const std::size_t first = out.size();
     for (const NativeCurve& curve : measured.curves)
       for (const auto& [b, us] : curve.points)
-        if (curve.collective == Collective::allreduce && b == bytes && us > 0 && (!fastest || us < best))
-          fastest = &curve, best = us;
-    if (fastest) out.push_back({{fastest->algorithm, bytes}, best});
+        if (curve.collective == Collective::allreduce && b == bytes && us > 0)
+          out.push_back({{curve.algorithm, bytes}, us, true});
+    if (out.size() == first) continue;
+    const auto fastest = std::min_element(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                                          [](const CacheCheck& a, const CacheCheck& b) { return a.cached_us < b.cached_us; });
+    fastest->optional = false;
+    std::rotate(out.begin() + static_cast<std::ptrdiff_t>(first), fastest, fastest + 1);  // the fastest first
   }
   return out;
 }
@@ -203,9 +206,7 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
   if (!time_points) return {};
   const auto checks = cache_check_points(measured);
   if (checks.empty()) return {};
-  std::vector<AlgorithmPoint> points;
-  for (const CacheCheck& c : checks) points.push_back(c.point);
-  const std::vector<double> now = time_points(links, compute, native, points);
+  const std::vector<double> now = time_points(links, compute, native, checks);
   for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
     if (const CacheCheck& c = checks[i]; now[i] >= 0 && now[i] * kStaleCacheFactor < c.cached_us)
       return c.point.algorithm + " at " + std::to_string(c.point.bytes) + " B took " + util::fixed(now[i], 1) +

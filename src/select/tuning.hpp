@@ -23,7 +23,8 @@
 //    another machine on purpose); a cached file is used only if its id
 //    matches, and an unreadable cached file is measured over. Before a cached
 //    file is trusted, its fastest algorithm at 64 KiB and at 1 MiB is timed
-//    again (PointTimer, a few milliseconds): a point now under half its cached
+//    again, and the one there furthest behind the cost model (PointTimer,
+//    cache_check_points; a few milliseconds): a point now under half its cached
 //    time means the cache was measured in a slow spell that the CPU accounting
 //    of host_load.hpp cannot see (on this project's VM: the link calibrated at
 //    1.4 GB/s against 9.1 GB/s a job later; shared windows 8x slower for 20 s
@@ -63,23 +64,33 @@ struct AlgorithmPoint {
   bool operator==(const AlgorithmPoint&) const = default;
 };
 
-// Times the given (algorithm, size) all-reduce points now, over the figures
-// given, every rank at once; returns each point's time (the slowest rank's
-// median; negative where the algorithm refused), the same on every rank.
-using PointTimer = std::function<std::vector<double>(
-    const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native,
-    const std::vector<AlgorithmPoint>& points)>;
+// A point a cached tuning may be checked at, with its cached time.
+struct CacheCheck {
+  AlgorithmPoint point;
+  double cached_us = 0;
+  // Timed only if the timer finds it suspect; else always timed.
+  bool optional = false;
+};
+
+// Times check points of a cached tuning now, over the figures given, every
+// rank at once: every point not optional, and of the optional ones those it
+// finds suspect (the communicator's: at each size the one furthest behind
+// its cost model). Returns each point's time (the slowest rank's median;
+// negative where not timed or the algorithm refused), the same on every rank.
+using PointTimer = std::function<std::vector<double>(const LinkMatrix& links, const ComputeParams& compute,
+                                                     const NativeProfile& native,
+                                                     const std::vector<CacheCheck>& points)>;
 
 // A cached point timed now at less than its cached time / kStaleCacheFactor
 // makes the cache stale (see the file comment).
 inline constexpr double kStaleCacheFactor = 2.0;
 
-// A point a cached tuning is checked at, with its cached time.
-struct CacheCheck {
-  AlgorithmPoint point;
-  double cached_us = 0;
-};
-// The points a cached tuning is checked at: the fastest of `measured` at 64 KiB and at 1 MiB.
+// The points a cached tuning is checked at: at 64 KiB and at 1 MiB, the
+// fastest of `measured` there, then every other algorithm measured there,
+// optional. A slow spell may slow some algorithms only (on this project's
+// VM, writes to shared windows while cross-memory reads kept their speed:
+// mem_twoshot cached at 481 us at 1 MiB, 75 us a minute later), so the
+// fastest alone does not show it.
 std::vector<CacheCheck> cache_check_points(const NativeProfile& measured);
 
 // Collective over all ranks of the communicator; `store` is its private store.

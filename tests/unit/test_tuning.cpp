@@ -228,18 +228,33 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   };
   const auto checks = cache_check_points(slow_spell({}, {}, {}));
   calibrations = 0;
-  REQUIRE(checks.size() == 2);
+  // At each size the fastest (ring), then the others, optional.
+  REQUIRE(checks.size() == 4);
   CHECK(checks[0].point == AlgorithmPoint{"ring", 65536});
   CHECK(checks[0].cached_us == 100.0);
-  CHECK(checks[1].point == AlgorithmPoint{"ring", std::size_t{1} << 20});
-  std::vector<AlgorithmPoint> asked;
+  CHECK(!checks[0].optional);
+  CHECK(checks[1].point == AlgorithmPoint{"tree", 65536});
+  CHECK(checks[1].optional);
+  CHECK(checks[2].point == AlgorithmPoint{"ring", std::size_t{1} << 20});
+  CHECK(!checks[2].optional);
+  CHECK(checks[3].point == AlgorithmPoint{"tree", std::size_t{1} << 20});
+  CHECK(checks[3].cached_us == 3000.0);
+  CHECK(checks[3].optional);
+  std::vector<AlgorithmPoint> asked;  // the points the timer must time
   std::mutex mu;
-  auto timing = [&](double at_64k, double at_1m) {
-    return PointTimer([&, at_64k, at_1m](const LinkMatrix&, const ComputeParams&, const NativeProfile&,
-                                        const std::vector<AlgorithmPoint>& points) {
+  // Times ring at 64 KiB and 1 MiB in at_64k and at_1m; tree, if suspect_tree_at_1m, in tree_1m.
+  auto timing = [&](double at_64k, double at_1m, double tree_1m = -1) {
+    return PointTimer([&, at_64k, at_1m, tree_1m](const LinkMatrix&, const ComputeParams&, const NativeProfile&,
+                                                 const std::vector<CacheCheck>& points) {
       std::lock_guard lk(mu);
-      asked = points;
-      return std::vector<double>{at_64k, at_1m};
+      asked.clear();
+      std::vector<double> now;
+      for (const CacheCheck& c : points) {
+        if (!c.optional) asked.push_back(c.point);
+        const bool big = c.point.bytes == std::size_t{1} << 20;
+        now.push_back(!c.optional ? (big ? at_1m : at_64k) : big ? tree_1m : -1.0);
+      }
+      return now;
     });
   };
   CHECK(tune(2, cfg, slow_spell, timing(10, 1000))[0].outcome.source.find("calibrated at creation") == 0);
@@ -263,6 +278,13 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   }
   CHECK(calibrations == 4);
   CHECK(files_in(cache.dir()).size() == 1);
+
+  // The fastest as cached, but tree (optional, timed as suspect) under half its cached time: stale too.
+  const auto suspect = tune(2, cfg, slow_spell, timing(100, 2000, 1200));
+  for (const auto& r : suspect)
+    CHECK(r.outcome.source.find("tree at 1048576 B took 1200.0 us now against 3000.0 us cached") !=
+          std::string::npos);
+  CHECK(calibrations == 6);
 }
 
 TEST_CASE("an explicit tuning file is written once and then used as it is") {
