@@ -231,10 +231,12 @@ std::vector<bool> CommunicatorImpl::points_to_check(const std::vector<CacheCheck
   for (std::size_t k = 0; k < checks.size(); ++k) {
     const CacheCheck& c = checks[k];
     timed[k] = !c.optional;
+    if (!c.optional) continue;  // timed anyway: no model run for it
     const double model = selector_->predict_model(Collective::allreduce, c.point.algorithm, c.point.bytes);
-    if (!c.optional || model <= 0) continue;
-    auto [it, added] = suspect.try_emplace(c.point.bytes, c.cached_us / model, k);
-    if (!added && c.cached_us / model > it->second.first) it->second = {c.cached_us / model, k};
+    if (model <= 0) continue;
+    const double behind = c.cached_us / model;
+    auto [it, added] = suspect.try_emplace(c.point.bytes, behind, k);
+    if (!added && behind > it->second.first) it->second = {behind, k};
   }
   for (const auto& [bytes, worst] : suspect) timed[worst.second] = true;
   return timed;

@@ -150,7 +150,7 @@ std::size_t DirectEngine::place_data(const DirectPlan& plan, unsigned slot) {
 }
 
 const DirectPlan& DirectEngine::plan(const DirectAlgorithm& a, std::size_t count, std::size_t elem_size,
-                                             int root) {
+                                     int root) {
   const Key key{&a, count, elem_size, root};
   for (const auto& [k, p] : recent_)
     if (p && k == key) return *p;
@@ -238,8 +238,8 @@ PreparedCall DirectEngine::prepare(const DirectAlgorithm& a, const DirectRun& ca
                    (a.collective == Collective::allreduce || a.collective == Collective::reduce_scatter ||
                     (a.collective == Collective::reduce && call.root == rank_));
   return PreparedCall{.plan = &p,
-                  .call_word = call_word(call.signature, p.algorithm_index, call.count),
-                  .avg_count = avg ? call.out_bytes / esize : 0};
+                      .call_word = call_word(call.signature, p.algorithm_index, call.count),
+                      .avg_count = avg ? call.out_bytes / esize : 0};
 }
 
 void DirectEngine::run(const DirectAlgorithm& a, const DirectRun& call) { run(prepare(a, call), call); }
