@@ -98,13 +98,23 @@ class Selector {
   // others (calibration times only the contenders at the ends) takes their
   // median change of ratio beyond its own outermost sizes; there it is
   // extrapolated, and auto picks it over the best measured one only if it is
-  // predicted kExtrapolatedMargin times faster. Clears the cached choices.
+  // predicted kExtrapolatedMargin times faster. Where an algorithm that moves
+  // the data alike (moves_alike) was measured at both ends, it takes that
+  // one's change instead. Clears the cached choices.
   void set_measured_profile(const NativeProfile& measured);
   // How much faster than the best measured algorithm an extrapolated one
   // must be predicted to be picked.
   static constexpr double kExtrapolatedMargin = 1.3;
   // The model's own prediction, without the measured correction.
   double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
+  // Whether two algorithms' bare models lie within kSameMovement of each
+  // other at every one of `sizes`: they move the data alike there (on 2
+  // ranks ring, twoshot, rabenseifner and hierarchical_rail all exchange
+  // halves; tree and hierarchical send the whole message up and back). One
+  // size is not enough: on 2 TCP ranks tree and twoshot are modelled 0.04 %
+  // apart at 8 MiB and 1.95x apart at 1 MiB.
+  static constexpr double kSameMovement = 1.005;
+  static bool moves_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b);
 
   // Deterministic mode: only algorithms whose reduction order is the rank
   // order at every size (determinism.hpp) are chosen; override rules naming

@@ -26,31 +26,22 @@ constexpr double kLastRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
 // kHopelessWhenSlow of the fastest are timed.
 constexpr double kHopeless = 4.0;
 constexpr double kHopelessWhenSlow = 2.0;
-// Algorithms whose bare models lie within kSameMovement of each other at a
-// size and at the size before move the data alike (on 2 ranks ring, twoshot,
-// rabenseifner and hierarchical_rail all exchange halves; tree and
-// hierarchical send the whole message up and back); one size alone is not
-// enough (on 2 TCP ranks tree and twoshot are modelled 0.04 % apart at 8 MiB,
-// 1.95x apart at 1 MiB). The largest size's few contender slots go to one of
-// each such family first: on loopback TCP the four most promising at 8 MiB
-// were half-exchangers and `direct`, and tree, 1.7x ring's time at 1 MiB but
-// 0.66-0.79x from 32 MiB on, was never timed past 1 MiB: predicted at 1.8-2.7x
-// its time there.
-constexpr double kSameMovement = 1.005;
-
+// The largest size's few contender slots go to one algorithm of each way of
+// moving the data first (Selector::moves_alike at this size and the size
+// before): on loopback TCP the four most promising at 8 MiB were half
+// exchangers and `direct`, and tree, 1.7x ring's time at 1 MiB but
+// 0.66-0.79x from 32 MiB on, was never timed past 1 MiB: predicted at
+// 1.8-2.7x its time there.
 // Reorders `promising` (most promising first) so that the first algorithm of
-// each family comes before every second one, order kept within. `bare[k][i]`:
-// algorithm i's bare model at the k-th size compared.
+// each family comes before every second one, order kept within.
+// `bare[i]`: algorithm i's bare models at the sizes compared.
 void one_per_family_first(std::vector<std::size_t>& promising, const std::vector<std::vector<double>>& bare) {
-  const auto alike = [&](std::size_t x, std::size_t y) {
-    return std::all_of(bare.begin(), bare.end(), [&](const std::vector<double>& at) {
-      return std::max(at[x], at[y]) <= kSameMovement * std::min(at[x], at[y]);
-    });
-  };
   std::vector<std::size_t> firsts, seconds;
-  for (const std::size_t i : promising)
-    (std::any_of(firsts.begin(), firsts.end(), [&](std::size_t f) { return alike(f, i); }) ? seconds : firsts)
-        .push_back(i);
+  for (const std::size_t i : promising) {
+    const bool seen = std::any_of(firsts.begin(), firsts.end(),
+                                  [&](std::size_t f) { return Selector::moves_alike(bare[f], bare[i]); });
+    (seen ? seconds : firsts).push_back(i);
+  }
   firsts.insert(firsts.end(), seconds.begin(), seconds.end());
   promising = std::move(firsts);
 }
@@ -73,15 +64,16 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   const bool last = rung == std::end(kTimingLadder) - 1;
   const std::size_t before = rung == std::begin(kTimingLadder) ? 0 : *(rung - 1);
   double best = std::numeric_limits<double>::infinity(), best_bare = best;
-  std::vector<double> bare(names.size()), bare_before(names.size()), estimate(names.size()),
-      optimistic(names.size());
+  std::vector<double> bare(names.size()), estimate(names.size()), optimistic(names.size());
+  std::vector<std::vector<double>> both_bare(names.size());  // {here, the size before}
   for (std::size_t i = 0; i < names.size(); ++i) {
     const double model = selector.predict_model(Collective::allreduce, names[i], bytes);
     bare[i] = estimate[i] = optimistic[i] = model;
     if (model >= 0) best_bare = std::min(best_bare, model);
     if (model < 0 || before == 0) continue;
     const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]);
-    const double model_before = bare_before[i] = selector.predict_model(Collective::allreduce, names[i], before);
+    const double model_before = selector.predict_model(Collective::allreduce, names[i], before);
+    both_bare[i] = {model, model_before};
     if (curve && curve->points.back().first == before && model_before > 0) {
       const double measured_before = curve->points.back().second;
       estimate[i] = model * measured_before / model_before;
@@ -108,7 +100,7 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   if (last && c.indices.size() > kMaxContenders) {  // the most promising few, of as many families as there are
     std::sort(c.indices.begin(), c.indices.end(),
               [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
-    one_per_family_first(c.indices, {bare, bare_before});
+    one_per_family_first(c.indices, both_bare);
     c.indices.resize(kMaxContenders);
     c.round_us = 0;
     for (const std::size_t i : c.indices) c.round_us += estimate[i];

@@ -128,7 +128,7 @@ TEST_CASE("timing plan: the largest size's contender slots go to one of each way
     return std::pair{s.predict_model(Collective::allreduce, a, kMiB),
                      s.predict_model(Collective::allreduce, a, kLargestTimed)};
   };
-  const auto same = [](double x, double y) { return std::max(x, y) <= 1.005 * std::min(x, y); };
+  const auto same = [](double x, double y) { return std::max(x, y) <= Selector::kSameMovement * std::min(x, y); };
   const auto alike = [&](std::pair<double, double> x, std::pair<double, double> y) {
     return same(x.first, y.first) && same(x.second, y.second);
   };

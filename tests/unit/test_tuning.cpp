@@ -444,6 +444,41 @@ TEST_CASE("an algorithm not timed at the largest size follows the contenders' me
   CHECK(f.ratio("tree", 4 * large) == doctest::Approx(3));
 }
 
+TEST_CASE("an algorithm not timed at the largest size follows the change of one that moves the data alike") {
+  // 2 ranks over loopback TCP: hierarchical is tree on one host and
+  // hierarchical_rail is ring. At 8 MiB the half exchangers' ratio grew
+  // (ring x1.4, twoshot x1.5, direct x1.3) and tree's barely (x1.1).
+  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
+  Selector s{2, test::uniform_links(2, LinkKind::tcp, 10.0, 2.66), ComputeParams{}, mib, {}, nullptr};
+  const auto model = [&](const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); };
+  const auto bare = [&](const char* a) { return std::vector<double>{model(a, mib), model(a, large)}; };
+  REQUIRE(Selector::moves_alike(bare("tree"), bare("hierarchical")));
+  REQUIRE(Selector::moves_alike(bare("ring"), bare("hierarchical_rail")));
+  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("twoshot")));
+  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("direct")));
+  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("ring")));
+  NativeProfile measured;
+  const auto measure = [&](const char* a, std::vector<std::pair<std::size_t, double>> ratios) {
+    for (auto& [bytes, x] : ratios) x *= model(a, bytes);
+    measured.set(Collective::allreduce, a, ratios);
+  };
+  measure("ring", {{mib, 1}, {large, 1.4}});
+  measure("twoshot", {{mib, 1}, {large, 1.5}});
+  measure("direct", {{mib, 1}, {large, 1.3}});
+  measure("tree", {{mib, 1}, {large, 1.1}});
+  measure("hierarchical", {{mib, 0.9}});
+  measure("hierarchical_rail", {{mib, 0.8}});
+  measure("rabenseifner", {{mib, 1.2}});
+  s.set_measured_profile(measured);
+  const auto ratio = [&](const char* a, std::size_t bytes) {
+    return s.predict(Collective::allreduce, a, bytes) / model(a, bytes);
+  };
+  CHECK(ratio("hierarchical", large) == doctest::Approx(0.9 * 1.1));
+  CHECK(ratio("hierarchical_rail", large) == doctest::Approx(0.8 * 1.4));
+  REQUIRE(Selector::moves_alike(bare("rabenseifner"), bare("twoshot")));
+  CHECK(ratio("rabenseifner", large) == doctest::Approx(1.2 * 1.5));  // not the median change, x1.4
+}
+
 TEST_CASE("auto picks an extrapolated algorithm only if it is predicted clearly faster than the best measured one") {
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
   // Ring is measured at 1 and 8 MiB (at the model there), tree only at 1 MiB:
