@@ -215,6 +215,35 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
   return {};
 }
 
+// Calibrates links, native collectives and comm's own algorithms into
+// `links`, `compute` and `out`. A slow spell that ends during calibration
+// would otherwise go into the file and be used until the next job's cache
+// check: on this project's VM, shm's shared-window writes took 503 us at 1
+// MiB in one calibration and 126 in the next, and auto ran `direct` at 2.5x
+// the best from 2 MiB on. So the figures are checked at once as a cached
+// file is, and measured once more if they already look slow.
+void calibrate_checked(Transport& transport, Store& store, int rank, int size, const Config& config,
+                       LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
+                       const PointTimer& time_points, TuningOutcome& out) {
+  const LinkMatrix nominal_links = links;
+  const ComputeParams nominal_compute = compute;
+  // `on`: the store the calibration's exchanges agree through; its keys are written once.
+  const auto calibrate = [&](Store& on) {
+    links = nominal_links;
+    compute = nominal_compute;
+    calibrate_links(transport, on, rank, size, links, compute, config.timeout);
+    if (NativeCollectives* native = transport.native())
+      out.native = calibrate_native(*native, on, rank, size, config.timeout);
+    if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
+  };
+  calibrate(store);
+  if (const std::string spell = stale_because(time_points, links, compute, out.native, out.measured);
+      !spell.empty()) {
+    if (rank == 0) COMM_INFO("calibration: the figures just measured look slow (" << spell << "); calibrating again");
+    calibrate(*make_prefix_store(std::shared_ptr<Store>(&store, [](Store*) {}), "again/"));
+  }
+}
+
 // Calibration off or impossible: the file named explicitly, else the nominal figures.
 TuningOutcome without_calibration(Store& store, int rank, int size, const Config& config, LinkMatrix& links,
                                   ComputeParams& compute) {
@@ -281,29 +310,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
 
   const auto t0 = Clock::now();
   const HostLoadSample load_before = sample_host_load();
-  const LinkMatrix nominal_links = links;
-  const ComputeParams nominal_compute = compute;
-  // `on`: the store the calibration's exchanges agree through; its keys are written once.
-  const auto calibrate = [&](Store& on) {
-    links = nominal_links;
-    compute = nominal_compute;
-    calibrate_links(transport, on, rank, size, links, compute, config.timeout);
-    if (NativeCollectives* native = transport.native())
-      out.native = calibrate_native(*native, on, rank, size, config.timeout);
-    if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
-  };
-  calibrate(store);
-  // A slow spell that ends during calibration would otherwise go into the
-  // file and be used until the next job's cache check: on this project's VM,
-  // shm's shared-window writes took 503 us at 1 MiB in one calibration and
-  // 126 in the next, and auto ran `direct` at 2.5x the best from 2 MiB on.
-  // So the figures are checked at once as a cached file is, and measured
-  // once more if they already look stale.
-  if (const std::string spell = stale_because(time_points, links, compute, out.native, out.measured);
-      !spell.empty()) {
-    if (rank == 0) COMM_INFO("calibration: the figures just measured look slow (" << spell << "); calibrating again");
-    calibrate(*make_prefix_store(std::shared_ptr<Store>(&store, [](Store*) {}), "again/"));
-  }
+  calibrate_checked(transport, store, rank, size, config, links, compute, time_algorithms, time_points, out);
   out.source = "calibrated at creation (" + describe_ms(t0) + ")";
   if (!stale_note.empty()) out.source += ", replacing a cache measured in a slow spell (" + stale_note + ")";
   if (path.empty()) return out;
