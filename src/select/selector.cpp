@@ -216,6 +216,15 @@ NativeProfile Selector::untimed_corrections() const {
   return untimed;
 }
 
+bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b) {
+  if (bare_a.empty() || bare_a.size() != bare_b.size()) return false;
+  for (std::size_t k = 0; k < bare_a.size(); ++k)
+    if (bare_a[k] <= 0 || bare_b[k] <= 0 ||
+        std::max(bare_a[k], bare_b[k]) > kSameMovement * std::min(bare_a[k], bare_b[k]))
+      return false;
+  return true;
+}
+
 // Calibration does not time every algorithm at every size: only the
 // contenders at its largest sizes (one round of every algorithm would take
 // too long, and past the caches the model's large-data rates are least
@@ -238,15 +247,6 @@ NativeProfile Selector::untimed_corrections() const {
 // measured at both is better evidence still: on loopback TCP the half
 // exchangers' ratio grew 1.3-1.5x from 1 to 8 MiB and tree's did not, so
 // hierarchical, tree's twin on one host, follows tree's change.
-bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b) {
-  if (bare_a.empty() || bare_a.size() != bare_b.size()) return false;
-  for (std::size_t k = 0; k < bare_a.size(); ++k)
-    if (bare_a[k] <= 0 || bare_b[k] <= 0 ||
-        std::max(bare_a[k], bare_b[k]) > kSameMovement * std::min(bare_a[k], bare_b[k]))
-      return false;
-  return true;
-}
-
 void Selector::extend_corrections() {
   auto ratio_at = [](const NativeCurve& curve, std::size_t bytes) {
     for (const auto& [b, r] : curve.points)

@@ -107,8 +107,9 @@ class Selector {
   static constexpr double kExtrapolatedMargin = 1.3;
   // The model's own prediction, without the measured correction.
   double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
-  // Whether two algorithms' bare models lie within kSameMovement of each
-  // other at every one of `sizes`: they move the data alike there (on 2
+  // Whether two algorithms' bare models (predict_model at the same sizes, in
+  // the same order) lie within kSameMovement of each other at every one of
+  // those sizes: they move the data alike there (on 2
   // ranks ring, twoshot, rabenseifner and hierarchical_rail all exchange
   // halves; tree and hierarchical send the whole message up and back). One
   // size is not enough: on 2 TCP ranks tree and twoshot are modelled 0.04 %
