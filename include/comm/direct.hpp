@@ -70,20 +70,26 @@ inline constexpr std::size_t kDirectCallOffset = 56;
 inline constexpr std::size_t kDirectPeerInputOffset = 64;
 inline constexpr std::size_t kDirectPeerOutputOffset = 72;
 inline constexpr std::size_t kDirectPeerDataOffset = 128;
-/// Line flags. The last kDirectLineRegionBytes of every window slot hold
-/// lines of kDirectLineBytes whose final 8 bytes are a tag and whose first
-/// kDirectLinePayload bytes are data; no program's window operands reach
-/// there (the engine shrinks the windows it gives algorithms by the region).
-/// An executor may publish a small one-shot input there instead of copying
-/// it to the program's window offset and signalling: each line's data, then
-/// its tag := the call number, with release; a reader that has seen the
-/// writer's call words for this call consumes every line whose tag equals
-/// its call number, as it arrives, without waiting for the whole message,
-/// then signals as the program says. Tags are only ever call numbers (never
-/// data) and only grow, so an old line can never pass for the current call's.
+/// Line flags. The last kDirectLineRegionBytes of every window slot hold a
+/// call line, then lines of kDirectLineBytes whose final 8 bytes are a tag and
+/// whose first kDirectLinePayload bytes are data; no program's window operands
+/// reach there (the engine shrinks the windows it gives algorithms by the
+/// region). An executor may publish a small one-shot input there instead of
+/// copying it to the program's window offset and signalling: its call words
+/// in the call line (at kDirectSignatureOffset and kDirectCallOffset, as in
+/// the flag's line), then each line's data and its tag := the call number,
+/// with release, then its call words in the flag's line and its signal. A
+/// reader that has seen the writer's call words in the call line consumes
+/// every line whose tag equals its call number, as it arrives, without
+/// waiting for the whole message, then signals as the program says. The call
+/// words have a line of their own so that the reader never pulls the flag's
+/// line out of the writer's cache before the writer's signal: that made each
+/// signal wait for one more cache-line round trip. Tags are only ever call
+/// numbers (never data) and only grow, so an old line can never pass for the
+/// current call's.
 inline constexpr std::size_t kDirectLineBytes = 64;
 inline constexpr std::size_t kDirectLinePayload = 56;
-inline constexpr std::size_t kDirectLineRegionBytes = 37 * kDirectLineBytes;
+inline constexpr std::size_t kDirectLineRegionBytes = 38 * kDirectLineBytes;
 /// The largest message that travels in line flags: 37 lines of 56 bytes.
 inline constexpr std::size_t kDirectLineMaxBytes = 37 * kDirectLinePayload;
 

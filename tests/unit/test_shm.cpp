@@ -505,12 +505,16 @@ TEST_CASE("shm direct engine: a one-shot in line flags gives the program's bits,
             }
           }
         }
-        // The lines really carried it: every rank's line region holds the last call's number as its first tag.
+        // The lines really carried it: every rank's line region holds the last call's number in its call line
+        // and as the tag of its first data line.
         const auto info = g[0]->direct()->info();
         for (int r = 0; r < n; ++r) {
           const std::byte* slot = g[0]->direct()->window(r, 3 % info.slots);
-          std::uint64_t tag = 0;
-          std::memcpy(&tag, slot + info.window_bytes - kDirectLineRegionBytes + kDirectLinePayload, 8);
+          const std::byte* region = slot + info.window_bytes - kDirectLineRegionBytes;
+          std::uint64_t call = 0, tag = 0;
+          std::memcpy(&call, region + kDirectCallOffset, 8);
+          std::memcpy(&tag, region + kDirectLineBytes + kDirectLinePayload, 8);
+          CHECK(call == 3);
           CHECK(tag == 3);
         }
       }

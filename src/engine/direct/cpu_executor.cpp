@@ -57,15 +57,16 @@ inline void check_calls(std::byte* const* win, const FlagWait* waits, std::size_
   }
 }
 
-// Which call this is, published with the first signal (see comm/direct.hpp).
-// The call number goes last, with release: a reader of line flags that sees
-// it also sees the signature.
-void publish_call(const HostCall& call) {
-  std::byte* mine = call.windows[call.rank];
-  store_word(mine + kDirectSignatureOffset, call.call_word);
-  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(mine + kDirectCallOffset))
+// Which call this is, published with the first signal in the flag's line, and
+// first of all in the line region's call line by a one-shot in line flags
+// (see comm/direct.hpp). The call number goes last, with release: a reader
+// that sees it also sees the signature.
+void publish_call(const HostCall& call, std::byte* line) {
+  store_word(line + kDirectSignatureOffset, call.call_word);
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(line + kDirectCallOffset))
       .store(call.seq, std::memory_order_release);
 }
+void publish_call(const HostCall& call) { publish_call(call, call.windows[call.rank]); }
 
 // Waits for the k flags of `waits` (batched consecutive waits of one program),
 // looking before calling into the memory's wait: usually the peers are there
@@ -329,17 +330,17 @@ class LineReader {
 
   // Copies `peer`'s message into `dst`.
   void read(int peer, std::byte* dst) {
-    std::byte* win = call_.windows[peer];
+    const std::byte* call_line = call_.windows[peer] + shape_.lines;
     if (!waited_) {
-      const auto entered = [&] { return load_flag(win + kDirectCallOffset) == call_.seq; };
+      const auto entered = [&] { return load_flag(call_line + kDirectCallOffset) == call_.seq; };
       if (poll_for(entered, call_.spin)) {
-        const std::uint64_t theirs = load_word(win + kDirectSignatureOffset);
+        const std::uint64_t theirs = load_word(call_line + kDirectSignatureOffset);
         if (theirs != call_.call_word) throw_mismatch(peer, theirs, call_);
       } else {
         wait_for_rest(peer);
       }
     }
-    const std::byte* line = win + shape_.lines;
+    const std::byte* line = call_line + kDirectLineBytes;
     for (std::size_t at = 0; at < shape_.bytes; at += kDirectLinePayload, line += kDirectLineBytes) {
       const auto landed = [&] { return load_flag(line + kDirectLinePayload) == call_.seq; };
       if (!waited_ && !poll_for(landed, call_.spin)) wait_for_rest(peer);
@@ -364,8 +365,10 @@ class LineReader {
 };
 
 void run_one_shot_in_lines(const OneShotShape& shape, DirectMemory& memory, const HostCall& call) {
+  std::byte* call_line = call.windows[call.rank] + shape.lines;
+  publish_call(call, call_line);
+  publish_lines(call_line + kDirectLineBytes, call.input, shape.bytes, call.seq);
   publish_call(call);
-  publish_lines(call.windows[call.rank] + shape.lines, call.input, shape.bytes, call.seq);
   memory.signal(call.slot, direct_flag(call.seq, 1), nullptr);
   // Folded in rank order, two sources at a time, as reduce_in_order does:
   // the same bits as the program's reduction on every rank.

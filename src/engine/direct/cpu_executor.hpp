@@ -108,8 +108,10 @@ void run_on_host(const DirectProgram& program, DirectMemory& memory, const HostC
 //
 // Messages of up to kDirectLineMaxBytes that do not fit the flag's own line
 // may instead travel in line flags (comm/direct.hpp): `lines` is then the
-// offset of the line region in every slot. Each rank stores its input line by
-// line, then signals; a reader takes each peer's lines as they land, and
+// offset of the line region in every slot. Each rank stores its call words in
+// the region's call line, its input line by line, then its call words in the
+// flag's line and its signal; a reader checks a peer's call line, takes its
+// lines as they land, and
 // waits on the peer's flag (spinning, yielding, sleeping, seeing deaths) only
 // when a line is not there within HostCall::spin. The result, the flags and
 // the errors are those of the program; only when data moves differs.
