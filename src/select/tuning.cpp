@@ -209,6 +209,11 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
   if (checks.empty()) return {};
   const std::vector<double> now = time_points(links, compute, native, checks);
   for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
+    if (now[i] >= 0)
+      COMM_DEBUG("calibration check: " << checks[i].point.algorithm << " at " << checks[i].point.bytes << " B: "
+                                       << util::fixed(now[i], 1) << " us now, " << util::fixed(checks[i].cached_us, 1)
+                                       << " us before");
+  for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
     if (const CacheCheck& c = checks[i]; now[i] >= 0 && now[i] * kStaleCacheFactor < c.cached_us)
       return c.point.algorithm + " at " + std::to_string(c.point.bytes) + " B took " + util::fixed(now[i], 1) +
              " us now against " + util::fixed(c.cached_us, 1) + " us cached";
