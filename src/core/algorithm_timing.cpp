@@ -84,7 +84,7 @@ double time_spent(const std::vector<double>& times, int iterations, int warmup, 
   double spent = 0;
   for (const double t : times) spent += t;
   const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
-  return spent * calls_per_timed * (warmup + rounds) / rounds;
+  return spent * calls_per_timed * (static_cast<double>(warmup) / kTimedPerTurn + rounds) / rounds;
 }
 
 }  // namespace
@@ -122,7 +122,9 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // (two phases of this VM) against 63 and 108 us back to back.
         for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
           wait(*start(call));
-        for (int t = 0; t < kTimedPerTurn; ++t) {
+        // A warm-up round's turn is one call: what it is for (connections,
+        // registrations, first touches of the size) happens in the first.
+        for (int t = 0; t < (k < warmup ? 1 : kTimedPerTurn); ++t) {
           wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
           const auto t0 = calib::Clock::now();
           wait(*start(call));
@@ -149,14 +151,21 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 NativeProfile CommunicatorImpl::time_algorithms() {
   const auto began = calib::Clock::now();
   const std::vector<std::string> names = own_algorithms(*selector_);
-  const std::size_t max_count = kLargestTimed / sizeof(float);
-  std::vector<float> in(max_count, 1.0f), out(max_count, 0.0f);
+  // Grown to the largest size timed so far: the last size is timed only
+  // where its round fits the budget, and its buffers cost page faults.
+  std::vector<float> in, out;
   NativeProfile profile;
   std::size_t timed = 0;
   Call call = timing_call(in.data(), out.data());
   // Times `c` at `bytes` and adds the medians to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
+    if (bytes / sizeof(float) > in.size()) {
+      in.assign(bytes / sizeof(float), 1.0f);
+      out.assign(bytes / sizeof(float), 0.0f);
+      call.input = in.data();
+      call.output = out.data();
+    }
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
     // The candidates are timed in turns (a short burst of each, then the
@@ -191,9 +200,9 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   for (const std::size_t bytes : kTimingLadder) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
     if (c.indices.empty()) continue;
-    time_size(bytes, std::move(c), bytes == kLargestTimed ? kMinTimedRoundsLast : kMinTimedRounds,
+    time_size(bytes, std::move(c), bytes >= kContendersFrom ? kMinTimedRoundsLast : kMinTimedRounds,
               kTimingBudgetPerSizeUs);
-    time_challengers(bytes);
+    if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
     sizes.push_back(bytes);
   }
   // Where the fastest changes between neighbouring sizes, time between them

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <cstdint>
 #include <bit>
 #include <cstdio>
@@ -233,9 +234,10 @@ bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<
 // there, while what was measured there says the model is off by another
 // factor at that end: more ranks than cores cost every call context
 // switches the model does not know, which shows at the smallest sizes. So
-// it follows the median change of ratio, from its outermost size to the
-// collective's outermost, of the algorithms measured at both: the best
-// evidence there is for links it shares with them. That is an estimate, not
+// it follows the median change of ratio of the algorithms measured at both
+// its outermost size and the collective's outermost (upwards size by size,
+// through every size measured in between): the best evidence there is for
+// links it shares with them. That is an estimate, not
 // a measurement, so it must not win on extrapolation alone (on 2 x 2
 // emulated hosts it made the untimed tree look 20 % faster than it ran at 8
 // MiB): evaluate() demands a margin of it. Extending by the worst change
@@ -262,39 +264,58 @@ void Selector::extend_corrections() {
   const auto bare = [&](const NativeCurve& curve, std::size_t from, std::size_t to) {
     return std::vector<double>{model(curve, from), model(curve, to)};
   };
+  // `curve`'s ratio carried from `from` to `to` by the change of the
+  // algorithms measured at both (0: none was).
+  const auto carried = [&](const NativeCurve& curve, double ratio, std::size_t from, std::size_t to) {
+    std::vector<double> changes, alike;
+    const std::vector<double> own = bare(curve, from, to);
+    for (const NativeCurve& other : corrections_.curves) {
+      if (other.collective != curve.collective) continue;
+      const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
+      if (at_from <= 0 || at_to <= 0) continue;
+      changes.push_back(at_to / at_from);
+      if (moves_alike(own, bare(other, from, to))) alike.push_back(at_to / at_from);
+    }
+    std::vector<double>& use = alike.empty() ? changes : alike;
+    if (use.empty()) return 0.0;
+    std::sort(use.begin(), use.end());
+    return ratio * use[use.size() / 2];
+  };
   for (Collective c : kAllCollectives) {
-    std::size_t smallest = SIZE_MAX, largest = 0;
+    std::set<std::size_t> sizes;  // every size some algorithm was measured at
     for (const NativeCurve& curve : corrections_.curves)
-      if (curve.collective == c) {
-        smallest = std::min(smallest, curve.points.front().first);
-        largest = std::max(largest, curve.points.back().first);
-      }
-    // (bytes, ratio) to add to each curve at either end; bytes 0: none.
-    std::vector<std::pair<std::size_t, double>> below, above;
+      if (curve.collective == c)
+        for (const auto& point : curve.points) sizes.insert(point.first);
+    if (sizes.empty()) continue;
+    // Points to add to each curve at either end.
+    std::vector<std::vector<std::pair<std::size_t, double>>> below, above;
     for (const NativeCurve& curve : corrections_.curves) {
-      const auto extend = [&](std::size_t from, std::size_t to) -> std::pair<std::size_t, double> {
-        if (curve.collective != c || from == to) return {0, 0.0};
-        std::vector<double> changes, alike;
-        const std::vector<double> own = bare(curve, from, to);
-        for (const NativeCurve& other : corrections_.curves) {
-          if (other.collective != c) continue;
-          const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
-          if (at_from <= 0 || at_to <= 0) continue;
-          changes.push_back(at_to / at_from);
-          if (moves_alike(own, bare(other, from, to))) alike.push_back(at_to / at_from);
+      below.emplace_back();
+      above.emplace_back();
+      if (curve.collective != c) continue;
+      const std::size_t first = curve.points.front().first;
+      if (first != *sizes.begin())
+        if (const double r = carried(curve, curve.points.front().second, first, *sizes.begin()); r > 0)
+          below.back().emplace_back(*sizes.begin(), r);
+      // Upwards size by size: past the caches calibration times fewer
+      // algorithms at each size (four at 8 MiB, two at 32 MiB), and on shm
+      // the two timed at 32 MiB were both direct-memory ones, whose change
+      // from 1 MiB, in cache, to 32 MiB put the schedule algorithms at 2-8x
+      // their time; the four at 8 MiB carry them there first. A size that no
+      // algorithm shares with the one before is stepped over.
+      std::size_t at = curve.points.back().first;
+      double ratio = curve.points.back().second;
+      for (auto it = sizes.upper_bound(at); it != sizes.end(); ++it)
+        if (const double r = carried(curve, ratio, at, *it); r > 0) {
+          above.back().emplace_back(*it, r);
+          at = *it;
+          ratio = r;
         }
-        std::vector<double>& use = alike.empty() ? changes : alike;
-        if (use.empty()) return {0, 0.0};
-        std::sort(use.begin(), use.end());
-        return {to, ratio_at(curve, from) * use[use.size() / 2]};
-      };
-      below.push_back(extend(curve.points.front().first, smallest));
-      above.push_back(extend(curve.points.back().first, largest));
     }
     for (std::size_t i = 0; i < corrections_.curves.size(); ++i) {
       auto& points = corrections_.curves[i].points;
-      if (above[i].first) points.push_back(above[i]);
-      if (below[i].first) points.insert(points.begin(), below[i]);
+      points.insert(points.end(), above[i].begin(), above[i].end());
+      points.insert(points.begin(), below[i].begin(), below[i].end());
     }
   }
 }

@@ -96,7 +96,8 @@ class Selector {
   // them. The model keeps the shape (chunking, cache regimes, ranks), the
   // measurement sets the level. An algorithm measured over fewer sizes than
   // others (calibration times only the contenders at the ends) takes their
-  // median change of ratio beyond its own outermost sizes; there it is
+  // median change of ratio beyond its own outermost sizes (upwards from each
+  // size measured to the next); there it is
   // extrapolated, and auto picks it over the best measured one only if it is
   // predicted kExtrapolatedMargin times faster. Where an algorithm that moves
   // the data alike (moves_alike) was measured at both ends, it takes that

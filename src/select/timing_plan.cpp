@@ -9,24 +9,31 @@
 namespace comm {
 namespace {
 
-// The last size is past the caches (data streams from memory, where the
-// model's large-data rates are least sure): only the algorithms close to the
-// best there by what they measured at the size before are timed, at most
-// kMaxContenders, and only where one round of them fits kLastRoundBudgetUs.
+// From kContendersFrom on the data is past the caches (where the model's
+// large-data rates are least sure): only the algorithms close to the best
+// there by what they measured at the size before are timed, at most
+// kMaxContenders (kMaxFinalContenders at the last size), and only where one
+// round of them fits kContendersRoundBudgetUs (kFinalRoundBudgetUs).
 constexpr double kContenderWithin = 1.5;
-constexpr std::size_t kMaxContenders = 4;
-// The largest size is timed where one round of its contenders takes at most
+constexpr std::size_t kMaxContenders = 4, kMaxFinalContenders = 2;
+// kContendersFrom is timed where one round of its contenders takes at most
 // this long: on 2 x 2 emulated hosts over TCP a round of four takes about
 // 90 ms, and without it auto picked 1.14-1.35x the best at 16 MiB, where the
 // bare model's from-memory rates mislead most.
-constexpr double kLastRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
+constexpr double kContendersRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
+// The last size shows how the time per byte grows once the data comes from
+// memory. One round of its two contenders costs 10-15 ms on shared memory
+// (2 ranks here) and 35-45 ms over loopback TCP, three calls each with the
+// warm-up: creation stays short where the round fits this budget, and past
+// it the ratio measured at kContendersFrom is carried, as before.
+constexpr double kFinalRoundBudgetUs = kTimingBudgetPerSizeUs;
 // An algorithm the model puts this many times behind the fastest is not timed
 // at that size (it will not be chosen there): creation stays short. Where one
 // round of every candidate would exceed the size's budget, only those within
 // kHopelessWhenSlow of the fastest are timed.
 constexpr double kHopeless = 4.0;
 constexpr double kHopelessWhenSlow = 2.0;
-// The largest size's few contender slots go to one algorithm of each way of
+// The few contender slots past the caches go to one algorithm of each way of
 // moving the data first (Selector::moves_alike at this size and the size
 // before): on loopback TCP the four most promising at 8 MiB were half
 // exchangers and `direct`, and tree, 1.7x ring's time at 1 MiB but
@@ -50,10 +57,10 @@ void one_per_family_first(std::vector<std::size_t>& promising, const std::vector
 
 // `so_far`: the times measured at the smaller sizes. An algorithm's estimate
 // is its model scaled by what it measured at the size before, where it was
-// timed there (for the last size only those count). It is worth timing when
-// its estimate, its bare model or its time before grown in proportion to the
-// size puts it close enough to the best estimate, or (below the last size)
-// its bare model is close enough to the best bare model: each alone has
+// timed there (from kContendersFrom on only those count). It is worth timing
+// when its estimate, its bare model or its time before grown in proportion to
+// the size puts it close enough to the best estimate, or (below
+// kContendersFrom) its bare model is close enough to the best bare model: each alone has
 // misled. On 2 x 2 emulated hosts the bare model put hierarchical_rail 2x too
 // fast at 1 MiB and so called ring, which measured as fast, hopeless there; at
 // 8 MiB the model's from-memory rates put hierarchical_rail fourth, and it was
@@ -61,7 +68,8 @@ void one_per_family_first(std::vector<std::size_t>& promising, const std::vector
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
                               const NativeProfile& so_far) {
   const auto rung = std::find(std::begin(kTimingLadder), std::end(kTimingLadder), bytes);
-  const bool last = rung == std::end(kTimingLadder) - 1;
+  const bool contenders = bytes >= kContendersFrom;  // only the contenders are timed here
+  const bool final = rung == std::end(kTimingLadder) - 1;
   const std::size_t before = rung == std::begin(kTimingLadder) ? 0 : *(rung - 1);
   double best = std::numeric_limits<double>::infinity(), best_bare = best;
   std::vector<double> bare(names.size()), estimate(names.size()), optimistic(names.size());
@@ -79,29 +87,30 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
       estimate[i] = model * measured_before / model_before;
       const double proportional = measured_before * static_cast<double>(bytes) / static_cast<double>(before);
       optimistic[i] = std::min({model, estimate[i], proportional});
-    } else if (last) {
+    } else if (contenders) {
       estimate[i] = optimistic[i] = -1.0;
     }
   }
   for (const double e : estimate)
     if (e >= 0) best = std::min(best, e);
   TimingCandidates c;
-  const std::array<double, 2> limits = last ? std::array<double, 2>{kContenderWithin, kContenderWithin}
-                                            : std::array<double, 2>{kHopeless, kHopelessWhenSlow};
+  const std::array<double, 2> limits = contenders ? std::array<double, 2>{kContenderWithin, kContenderWithin}
+                                                  : std::array<double, 2>{kHopeless, kHopelessWhenSlow};
   for (const double limit : limits) {
     c = {};
     for (std::size_t i = 0; i < names.size(); ++i)
-      if (optimistic[i] >= 0 && (optimistic[i] <= limit * best || (!last && bare[i] <= limit * best_bare))) {
+      if (optimistic[i] >= 0 && (optimistic[i] <= limit * best || (!contenders && bare[i] <= limit * best_bare))) {
         c.indices.push_back(i);
         c.round_us += estimate[i];
       }
     if (c.round_us <= kTimingBudgetPerSizeUs) break;
   }
-  if (last && c.indices.size() > kMaxContenders) {  // the most promising few, of as many families as there are
+  const std::size_t most = final ? kMaxFinalContenders : kMaxContenders;
+  if (contenders && c.indices.size() > most) {  // the most promising few, of as many families as there are
     std::sort(c.indices.begin(), c.indices.end(),
               [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
     one_per_family_first(c.indices, both_bare);
-    c.indices.resize(kMaxContenders);
+    c.indices.resize(most);
     c.round_us = 0;
     for (const std::size_t i : c.indices) c.round_us += estimate[i];
   }
@@ -109,7 +118,7 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // is for every larger message, so a round may cost more (once per setup:
   // the result is cached); where even that is too slow, the model's shape
   // carries the ratios measured at the size before.
-  if (last && c.round_us > kLastRoundBudgetUs) c = {};
+  if (contenders && c.round_us > (final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs)) c = {};
   return c;
 }
 
@@ -147,7 +156,7 @@ Predictions predict_all(const Selector& corrected, const std::vector<std::string
 
 Refinement refinement_between(const Selector& corrected, const std::vector<std::string>& names, std::size_t lo,
                               std::size_t hi, const NativeProfile& so_far) {
-  if (lo == 0 || hi < 4 * lo) return {};
+  if (lo == 0 || hi < 4 * lo || hi > kContendersFrom) return {};
   // Halfway in log terms, rounded down to a power of two: the buckets the selector evaluates.
   const int mid_log = (std::bit_width(lo) - 1 + std::bit_width(hi) - 1) / 2;
   const std::size_t mid = std::size_t{1} << mid_log;

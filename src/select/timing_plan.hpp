@@ -15,13 +15,23 @@ namespace comm {
 
 // Powers of two, like the native ladder: the selector evaluates each size
 // bucket at 2^b. Beyond the last point the model's shape carries the ratio.
-inline constexpr std::size_t kTimingLadder[] = {8, 4096, 65536, std::size_t{1} << 20, std::size_t{8} << 20};
+// From kContendersFrom on the data is past the caches and only the
+// contenders are timed (worth_timing). The last size is where the data comes
+// from memory rather than from a large cache: on this project's VM two
+// processes copy 8-16 MiB buffers at 14 GB/s each and 64 MiB ones at 7.7, and
+// every all-reduce's time per byte grew 1.3-1.75x from 8 to 64 MiB (shm,
+// loopback UCX TCP), which carrying the ratio measured at 8 MiB missed:
+// predictions at 32-64 MiB were 0.5-0.8x the measured times.
+inline constexpr std::size_t kTimingLadder[] = {8,       4096, 65536, std::size_t{1} << 20, std::size_t{8} << 20,
+                                                std::size_t{32} << 20};
+inline constexpr std::size_t kContendersFrom = std::size_t{8} << 20;
 inline constexpr std::size_t kLargestTimed = kTimingLadder[std::size(kTimingLadder) - 1];
 
-// Timed rounds per size: at least kMinTimedRounds (kMinTimedRoundsLast at the
-// largest size: a few contenders, each costly), then more while the size's
+// Timed rounds per size: at least kMinTimedRounds (kMinTimedRoundsLast from
+// kContendersFrom on: a few contenders, each costly), then more while the size's
 // time stays within kTimingBudgetPerSizeUs on every rank (agreed before each
-// round), at most kMaxTimedRounds. Warm-up rounds come first and are not counted.
+// round), at most kMaxTimedRounds. Warm-up rounds come first (one call per
+// candidate, with its turn's untimed calls) and are not counted.
 inline constexpr double kTimingBudgetPerSizeUs = 20000;
 inline constexpr int kMinTimedRounds = 2, kMaxTimedRounds = 5, kMinTimedRoundsLast = 1;
 inline constexpr int kWarmupRounds = 1;
@@ -51,7 +61,8 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
 // shm, with points at 64 KiB and 1 MiB only, auto picked mem_peer_twoshot at
 // 128 KiB at 1.22-1.41x mem_peer_oneshot. Calibration therefore times the
 // size halfway (in log terms) between such neighbours, then halves again,
-// while the refinement as a whole stays within kRefinementBudgetUs.
+// while the refinement as a whole stays within kRefinementBudgetUs; not
+// past kContendersFrom, where one call takes milliseconds.
 // Each refinement size takes more than kMinTimedRounds rounds only while it
 // has spent less than kRefinementBudgetPerSizeUs.
 inline constexpr double kRefinementBudgetUs = 40000, kRefinementBudgetPerSizeUs = 5000;

@@ -36,8 +36,9 @@ using Clock = std::chrono::steady_clock;
 // rotating window offsets (a different cost for every mem_* algorithm); 4: a
 // native collective's call times are the slowest rank's per call, as for
 // comm's own algorithms; 5: candidates timed in a carryover-balanced order; 6: an untimed algorithm
-// predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at).
-constexpr int kCalibrationRevision = 6;
+// predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at); 7: a last
+// size, 32 MiB, where the data comes from memory.
+constexpr int kCalibrationRevision = 7;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

@@ -455,6 +455,29 @@ TEST_CASE("an algorithm not timed at the largest size follows the contenders' me
   CHECK(f.ratio("tree", 4 * large) == doctest::Approx(3));
 }
 
+TEST_CASE("an algorithm last timed below the largest sizes follows each size's contenders in turn") {
+  // As calibration times past the caches: four contenders at 8 MiB, two of
+  // them again at 32 MiB. Tree stopped at 1 MiB (ratio 1.5). From 1 to 8 MiB
+  // the contenders changed x3, x2, x1.5 and x1 (median: the upper of the two
+  // middle ones, x2); from 8 to 32 MiB the two timed there changed x1.2 and
+  // x1.4 (x1.4). Carried straight from 1 to 32 MiB by those two alone (x3.6
+  // and x1.4: x3.6) tree would be 1.3x off, as on shm, where the two timed at
+  // 32 MiB were direct-memory algorithms whose change from 1 MiB, in cache,
+  // put the schedule algorithms at 2-8x their time.
+  const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20, largest = std::size_t{32} << 20;
+  Corrections f;
+  f.measure("ring", {{mib, 1}, {large, 3}, {largest, 3.6}});
+  f.measure("rabenseifner", {{mib, 2}, {large, 4}});
+  f.measure("twoshot", {{mib, 1}, {large, 1.5}});
+  f.measure("direct", {{mib, 1}, {large, 1}, {largest, 1.4}});
+  f.measure("tree", {{mib, 1.5}});
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.ratio("tree", large) == doctest::Approx(1.5 * 2));
+  CHECK(f.ratio("tree", largest) == doctest::Approx(1.5 * 2 * 1.4));
+  CHECK(f.ratio("twoshot", largest) == doctest::Approx(1.5 * 1.4));
+  CHECK(f.ratio("tree", 2 * largest) == doctest::Approx(1.5 * 2 * 1.4));
+}
+
 TEST_CASE("an algorithm not timed at the largest size follows the change of one that moves the data alike") {
   // 2 ranks over loopback TCP: hierarchical is tree on one host and
   // hierarchical_rail is ring. At 8 MiB the half exchangers' ratio grew
