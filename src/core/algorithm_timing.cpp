@@ -78,6 +78,19 @@ Call timing_call(const float* in, float* out) {
   return call;
 }
 
+// Grows `in` and `out` to `bytes` if they are smaller (pointing `call` at
+// them) and sizes `call` to `bytes`: the last size is timed only where its
+// round fits the budget, and its buffers cost page faults.
+void fit_timing_buffers(std::vector<float>& in, std::vector<float>& out, std::size_t bytes, Call& call) {
+  if (bytes / sizeof(float) > in.size()) {
+    in.assign(bytes / sizeof(float), 1.0f);
+    out.assign(bytes / sizeof(float), 0.0f);
+    call.input = in.data();
+    call.output = out.data();
+  }
+  call.count = bytes / sizeof(float);
+}
+
 // What timing one size took, warm-up rounds and untimed calls included.
 double time_spent(const std::vector<double>& times, int iterations, int warmup, double calls_per_timed) {
   if (iterations == 0) return 0;
@@ -151,22 +164,14 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 NativeProfile CommunicatorImpl::time_algorithms() {
   const auto began = calib::Clock::now();
   const std::vector<std::string> names = own_algorithms(*selector_);
-  // Grown to the largest size timed so far: the last size is timed only
-  // where its round fits the budget, and its buffers cost page faults.
-  std::vector<float> in, out;
+  std::vector<float> in, out;  // fit_timing_buffers grows them
   NativeProfile profile;
   std::size_t timed = 0;
   Call call = timing_call(in.data(), out.data());
   // Times `c` at `bytes` and adds the medians to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
-    if (bytes / sizeof(float) > in.size()) {
-      in.assign(bytes / sizeof(float), 1.0f);
-      out.assign(bytes / sizeof(float), 0.0f);
-      call.input = in.data();
-      call.output = out.data();
-    }
-    call.count = bytes / sizeof(float);
+    fit_timing_buffers(in, out, bytes, call);
     call.in_bytes = call.out_bytes = bytes;
     // The candidates are timed in turns (a short burst of each, then the
     // next round), so that a burst of load elsewhere on the machine hits
