@@ -28,22 +28,28 @@ struct Point {
   int iterations;
 };
 
-// The median of `p`'s iterations in `times`.
-double point_median(const Point& p, const std::vector<double>& times) {
+// A point's time: the median of its iterations in `times`, but from
+// kContendersFrom on, where a size takes one round of two timed calls per
+// algorithm, the faster of them. There the first call of a turn, after
+// another algorithm's, can be the slow one: in three calibrations on shm
+// mem_peer_twoshot took 9.8, 10.1 and 11.6 ms at 32 MiB, then 7.8, 8.7 and
+// 7.9 (back to back 8.4), and the mean of the two put auto's choice off.
+double point_time(const Point& p, const std::vector<double>& times) {
   const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
+  if (p.bytes >= kContendersFrom) return *std::min_element(from, from + p.iterations);
   return calib::robust_median(std::vector<double>(from, from + p.iterations));
 }
 
-// Adds the median of each point's iterations to `profile`, in place of a time
+// Adds each point's time (point_time) to `profile`, in place of a time
 // measured earlier at the same size.
-void add_medians(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
-                 const std::vector<double>& times) {
+void add_point_times(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
+                     const std::vector<double>& times) {
   for (const Point& p : points) {
-    const double median = point_median(p, times);
+    const double us = point_time(p, times);
     const NativeCurve* had = profile.find(Collective::allreduce, names[p.algorithm]);
     std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
     std::erase_if(curve, [&](const auto& point) { return point.first == p.bytes; });
-    curve.emplace_back(p.bytes, median);
+    curve.emplace_back(p.bytes, us);
     profile.set(Collective::allreduce, names[p.algorithm], std::move(curve));
   }
 }
@@ -168,7 +174,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   NativeProfile profile;
   std::size_t timed = 0;
   Call call = timing_call(in.data(), out.data());
-  // Times `c` at `bytes` and adds the medians to the profile; returns the
+  // Times `c` at `bytes` and adds the point times to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
     fit_timing_buffers(in, out, bytes, call);
@@ -184,7 +190,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     std::vector<double> times;
     collect(c.indices, names.size(), bytes, mine, iterations, points, times);
     slowest_rank(times);
-    add_medians(profile, names, points, times);
+    add_point_times(profile, names, points, times);
     timed += points.size();
     return time_spent(times, iterations, warmup, calls_per_timed_call(bytes, selector_->compute().cache_bytes));
   };
@@ -284,7 +290,7 @@ std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>&
   }
   slowest_rank(times);
   std::vector<double> medians;
-  for (const std::size_t t : timed_as) medians.push_back(t == kNotTimed ? -1.0 : point_median(timed[t], times));
+  for (const std::size_t t : timed_as) medians.push_back(t == kNotTimed ? -1.0 : point_time(timed[t], times));
   return medians;
 }
 
@@ -292,6 +298,9 @@ void CommunicatorImpl::quiesce_windows() {
   if (!direct_engine_) return;
   wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
   direct_engine_->touch_windows();
+  wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+  direct_engine_->read_peer_windows();
+  wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
 }
 
 // Every iteration's time becomes the slowest rank's, in one exchange.

@@ -112,7 +112,9 @@ class CommunicatorImpl {
   // Before timing a size over the direct engine: once every rank is here no
   // peer still reads this rank's window (a peer may read it after this rank
   // returned from a call), so its data region is written afresh
-  // (DirectEngine::touch_windows). Collective; nothing without the engine.
+  // (DirectEngine::touch_windows), then read by the peers
+  // (read_peer_windows), as back-to-back calls leave it. Collective; nothing
+  // without the engine.
   void quiesce_windows();
   void log_choices(std::string_view transport_why, std::string_view tuning) const;
   void log_choice(const Operation& op, const Call& call);

@@ -36,6 +36,19 @@ void DirectEngine::touch_windows() {
     std::memset(windows_[s][static_cast<std::size_t>(rank_)] + kDirectLineBytes, 0, end - kDirectLineBytes);
 }
 
+void DirectEngine::read_peer_windows() const {
+  if (info_.memory != MemoryKind::host || info_.window_bytes <= kDirectLineBytes) return;
+  const std::size_t end = line_region_ ? line_region_ : info_.window_bytes;
+  std::uint64_t sum = 0;
+  for (unsigned s = 0; s < info_.slots; ++s)
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_)
+        for (std::size_t at = kDirectLineBytes; at < end; at += kDirectLineBytes)
+          sum += std::to_integer<std::uint64_t>(windows_[s][static_cast<std::size_t>(p)][at]);
+  volatile std::uint64_t keep = sum;  // the loads must happen
+  (void)keep;
+}
+
 const DirectAlgorithm* DirectEngine::find(Collective c, std::string_view name) const {
   // The communicator hands the same name (its selector's string) while calls repeat.
   const Checked& last = checked_[static_cast<std::size_t>(c)];

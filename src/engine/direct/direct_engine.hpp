@@ -88,6 +88,12 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   // rank's window: before its first call, or once every peer has entered a
   // later call (a barrier).
   void touch_windows();
+  // Reads every peer's window data region once, so that its lines are where
+  // a back-to-back caller's calls leave them: read by the peers, which a
+  // writer must take back. Freshly touched lines alone made calibration time
+  // mem_oneshot at 8 KiB at 1.6 us against 2.2 us back to back (shm, 2
+  // ranks). After every rank's touch_windows (a barrier between).
+  void read_peer_windows() const;
 
  private:
   using Key = std::tuple<const DirectAlgorithm*, std::size_t, std::size_t, int>;
