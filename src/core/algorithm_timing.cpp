@@ -28,16 +28,23 @@ struct Point {
   int iterations;
 };
 
-// A point's time: the median of its iterations in `times`, but from
-// kContendersFrom on, where a size takes one round of two timed calls per
-// algorithm, the faster of them. There the first call of a turn, after
-// another algorithm's, can be the slow one: in three calibrations on shm
-// mem_peer_twoshot took 9.8, 10.1 and 11.6 ms at 32 MiB, then 7.8, 8.7 and
-// 7.9 (back to back 8.4), and the mean of the two put auto's choice off.
+// A point's time: the median of its iterations in `times`; from
+// kContendersFrom on, of the later calls of each turn only (a turn's calls
+// are consecutive there, kTimedPerTurn of them). Past the caches the first
+// call of a turn, after another algorithm's, can be the slow one: in three
+// calibrations on shm mem_peer_twoshot took 9.8, 10.1 and 11.6 ms at 32 MiB,
+// then 7.8, 8.7 and 7.9 (back to back 8.4), and with one round per size
+// there the median of the two put auto's choice off.
 double point_time(const Point& p, const std::vector<double>& times) {
   const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
-  if (p.bytes >= kContendersFrom) return *std::min_element(from, from + p.iterations);
-  return calib::robust_median(std::vector<double>(from, from + p.iterations));
+  std::vector<double> calls(from, from + p.iterations);
+  if (p.bytes >= kContendersFrom && p.iterations >= kTimedPerTurn) {
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < calls.size(); ++k)
+      if (k % kTimedPerTurn != 0) calls[kept++] = calls[k];
+    calls.resize(kept);
+  }
+  return calib::robust_median(std::move(calls));
 }
 
 // Adds each point's time (point_time) to `profile`, in place of a time
