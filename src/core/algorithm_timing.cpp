@@ -28,17 +28,18 @@ struct Point {
   int iterations;
 };
 
-// A point's time: the median of its iterations in `times`; from
-// kContendersFrom on, of the later calls of each turn only (a turn's calls
-// are consecutive there, kTimedPerTurn of them). Past the caches the first
-// call of a turn, after another algorithm's, can be the slow one: in three
-// calibrations on shm mem_peer_twoshot took 9.8, 10.1 and 11.6 ms at 32 MiB,
-// then 7.8, 8.7 and 7.9 (back to back 8.4), and with one round per size
-// there the median of the two put auto's choice off.
+// A point's time: the median of its iterations in `times`; at the last
+// size, of the later calls of each turn only (a turn's calls are
+// consecutive, kTimedPerTurn of them). There, with the data coming from
+// memory, the first call of a turn, after another algorithm's, can be the
+// slow one: in three calibrations on shm mem_peer_twoshot took 9.8, 10.1 and
+// 11.6 ms at 32 MiB, then 7.8, 8.7 and 7.9 (back to back 8.4), and with one
+// round there the median of the two put auto's choice off. At 8 MiB the
+// first calls were not slower (1.09 / 1.23, 1.55 / 1.31, 1.01 / 1.00 ms).
 double point_time(const Point& p, const std::vector<double>& times) {
   const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
   std::vector<double> calls(from, from + p.iterations);
-  if (p.bytes >= kContendersFrom && p.iterations >= kTimedPerTurn) {
+  if (p.bytes >= kLargestTimed && p.iterations >= kTimedPerTurn) {
     std::size_t kept = 0;
     for (std::size_t k = 0; k < calls.size(); ++k)
       if (k % kTimedPerTurn != 0) calls[kept++] = calls[k];
