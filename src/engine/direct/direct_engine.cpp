@@ -30,15 +30,15 @@ DirectEngine::DirectEngine(Transport& transport, DirectMemory& memory, int rank,
 
 // The flag's line stays as it is (flags only grow), and so does the line region.
 void DirectEngine::touch_windows() {
-  if (info_.memory != MemoryKind::host || info_.window_bytes <= kDirectLineBytes) return;
-  const std::size_t end = line_region_ ? line_region_ : info_.window_bytes;
+  if (!host_data_region()) return;
   for (unsigned s = 0; s < info_.slots; ++s)
-    std::memset(windows_[s][static_cast<std::size_t>(rank_)] + kDirectLineBytes, 0, end - kDirectLineBytes);
+    std::memset(windows_[s][static_cast<std::size_t>(rank_)] + kDirectLineBytes, 0,
+                window_data_bytes() - kDirectLineBytes);
 }
 
 void DirectEngine::read_peer_windows() const {
-  if (info_.memory != MemoryKind::host || info_.window_bytes <= kDirectLineBytes) return;
-  const std::size_t end = line_region_ ? line_region_ : info_.window_bytes;
+  if (!host_data_region()) return;
+  const std::size_t end = window_data_bytes();
   std::uint64_t sum = 0;
   for (unsigned s = 0; s < info_.slots; ++s)
     for (int p = 0; p < size_; ++p)

@@ -115,6 +115,11 @@ class DirectEngine final : public detail::Engine, public AlgorithmOffer {
   std::size_t window_data_bytes() const noexcept {
     return info_.window_bytes - (line_region_ ? kDirectLineRegionBytes : 0);
   }
+  // Whether the windows are host memory with a data region past the flag's
+  // line (what touch_windows and read_peer_windows go through).
+  bool host_data_region() const noexcept {
+    return info_.memory == MemoryKind::host && info_.window_bytes > kDirectLineBytes;
+  }
   DirectCosts costs_;
   int rank_;
   int size_;
