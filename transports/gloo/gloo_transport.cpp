@@ -8,7 +8,9 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/unbound_buffer.h>
 
 #include <algorithm>
 #include <cctype>
@@ -41,14 +43,19 @@ std::uint64_t make_slot(std::uint64_t tag, std::size_t bytes) noexcept {
   return kSlotMarker | (size_hash << kTagBits) | tag;
 }
 
-// Link numbers measured on these machines (TRANSPORT-NOTES.md: Gloo TCP
-// unbound buffers, 8 B half round trip / 16 MiB one-way).
-constexpr double kTcpAlphaUs = 56.0;
+// Link numbers measured on these machines: α is this transport's 8 B
+// exchange (comm-bench --algo direct, 2 ranks over loopback: 23-25 us since
+// the driving thread sleeps on the buffer itself); β is TRANSPORT-NOTES.md's
+// Gloo TCP 16 MiB one-way rate. Calibration replaces both by default.
+constexpr double kTcpAlphaUs = 24.0;
 constexpr double kTcpBetaGbps = 2.8;
 constexpr double kSelfAlphaUs = 0.1;
 constexpr double kSelfBetaGbps = 13.7;
 
 constexpr std::chrono::microseconds kSpinBeforeSleep{30};
+// How long the driving thread sleeps on one operation while others are left
+// unwatched, before completion threads take those (see sleep_on_one).
+constexpr std::chrono::microseconds kSliceWithOthersUnwatched{200};
 
 ErrorCode classify(std::string_view text) {
   const std::string lower = util::ascii_lower(text);
@@ -131,19 +138,80 @@ SigpipeBlock::~SigpipeBlock() {
   pthread_sigmask(SIG_SETMASK, &old_, nullptr);
 }
 
-/// One isend/irecv handed to Gloo. `completion` is null once cancelled; the
-/// result fields are written by the completion thread before `finished`.
+/// A Gloo TCP unbound buffer whose completion can be looked at without
+/// taking it, and slept on until a deadline of our own. Gloo's waitSend /
+/// waitRecv are its only waits, and one that expires closes every connection
+/// of the context. It uses Gloo's own mutex, counters and condition variable
+/// (protected members of this Gloo version), so the completion that Gloo's
+/// event loop signals wakes the thread sleeping here directly, as in Gloo's
+/// own collectives. One thread at most sleeps on a buffer (Gloo notifies one).
+class WatchedBuffer final : public gloo::transport::tcp::UnboundBuffer {
+ public:
+  WatchedBuffer(const std::shared_ptr<gloo::transport::tcp::Context>& context, void* ptr, std::size_t size,
+                bool is_send)
+      : UnboundBuffer(context, ptr, size), is_send_(is_send) {}
+
+  /// Completed, failed or aborted: take() returns at once.
+  bool finished() {
+    std::lock_guard lock(m_);
+    return finished_locked();
+  }
+
+  /// Sleeps until finished(), a wake() or the deadline; returns finished().
+  bool sleep_until(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(m_);
+    cv().wait_until(lock, deadline, [&] { return woken_ || finished_locked(); });
+    woken_ = false;
+    return finished_locked();
+  }
+
+  /// Ends the current sleep_until(), or the next one if none sleeps.
+  void wake() {
+    std::lock_guard lock(m_);
+    woken_ = true;
+    cv().notify_all();
+  }
+
+  /// Gloo's own wait: true if the operation completed, false if it was
+  /// aborted; throws Gloo's error. Returns at once after finished().
+  bool take(std::chrono::milliseconds backstop) {
+    return is_send_ ? waitSend(nullptr, backstop) : waitRecv(nullptr, backstop);
+  }
+
+ private:
+  bool finished_locked() const {
+    if (ex_ != nullptr) return true;
+    return is_send_ ? sendCompletions_ > 0 || abortWaitSend_ : recvCompletions_ > 0 || abortWaitRecv_;
+  }
+  std::condition_variable& cv() { return is_send_ ? sendCv_ : recvCv_; }
+
+  const bool is_send_;
+  bool woken_ = false;  // guarded by m_
+};
+
+namespace {
+
+/// Gloo's rendezvous context, with the transport context it creates on
+/// connecting in reach, so that our buffers can be built on it.
+class MeshContext final : public gloo::rendezvous::Context {
+ public:
+  using gloo::rendezvous::Context::Context;
+  std::shared_ptr<gloo::transport::Context> transport_context() const { return transportContext_; }
+};
+
+}  // namespace
+
+/// One isend/irecv handed to Gloo. `completion` is null once cancelled.
 struct GlooTransport::PendingOp {
   Completion* completion = nullptr;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  std::unique_ptr<WatchedBuffer> buffer;
   bool is_send = false;
   int peer = -1;
   std::uint64_t tag = 0;
   std::size_t bytes = 0;
-  bool finished = false;
-  bool ok = false;
-  ErrorCode code = ErrorCode::internal;
-  std::string message;
+  /// Times the driving thread slept on it in vain while other operations were
+  /// left unwatched (driving thread only).
+  int slices_slept = 0;
 
   std::string describe() const {
     return std::string("gloo ") + (is_send ? "send to" : "recv from") + " rank " + std::to_string(peer) +
@@ -151,12 +219,10 @@ struct GlooTransport::PendingOp {
   }
 };
 
-/// A completion thread. Gloo offers only blocking waits whose expiry poisons
-/// the context, so each posted operation gets a thread blocked in Gloo's wait.
-/// Threads are reused; there are as many as operations were ever pending at
-/// once. (One thread waiting in posting order would report a finished
-/// operation late while blocked on an earlier one, and such a delay can
-/// deadlock a schedule whose peers wait on what that operation unblocks.)
+/// A completion thread: it sleeps on one operation the driving thread does
+/// not, and when that finishes queues it in finished_ and wakes the driving
+/// thread. It never takes the result (the driving thread does). Threads are
+/// reused; there are as many as operations were ever watched at once.
 struct GlooTransport::Waiter {
   std::thread thread;
   std::condition_variable cv;
@@ -196,10 +262,13 @@ GlooTransport::GlooTransport(const TransportInit& init)
       const LoopPlacement away_from_this_thread;
       device_ = gloo::transport::tcp::CreateDevice(attr);
     }
-    context_ = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    auto mesh = std::make_shared<MeshContext>(rank_, size_);
+    context_ = mesh;
     // Pairs copy the context timeout when connectFullMesh creates them.
     context_->setTimeout(timeout_);
     connect_watched(store);
+    tcp_context_ = std::dynamic_pointer_cast<gloo::transport::tcp::Context>(mesh->transport_context());
+    if (!tcp_context_) throw Error(ErrorCode::internal, "gloo transport: Gloo's context is not a TCP one");
   } catch (...) {
     throw translate_current_exception("gloo transport: rank " + me + " of " + std::to_string(size_) +
                                       " connecting from " + address);
@@ -265,19 +334,19 @@ void GlooTransport::connect_watched(const std::shared_ptr<Store>& store) {
 }
 
 GlooTransport::~GlooTransport() {
-  bool live = false;
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    for (const auto& w : waiters_) live = live || w->job != nullptr;
-  }
   // Operations still inside Gloo could touch their buffers after we return;
   // only closing the connections stops that. Without such operations the
   // context closes gently on destruction, so data already written still arrives.
+  const bool live = std::any_of(pending_.begin(), pending_.end(),
+                                [](const auto& entry) { return !entry.second->buffer->finished(); });
   if (live) close_connections("the transport was destroyed while operations were pending");
   {
     std::lock_guard lock(mutex_);
-    for (const auto& w : waiters_) w->cv.notify_all();
+    stopping_ = true;
+    for (const auto& w : waiters_) {
+      if (w->job) w->job->buffer->wake();
+      w->cv.notify_all();
+    }
   }
   for (const auto& w : waiters_)
     if (w->thread.joinable()) w->thread.join();
@@ -324,10 +393,9 @@ void GlooTransport::post(bool is_send, int peer, std::uint64_t tag, void* data, 
   }
   // Gloo wants a non-null pointer even for an empty message.
   static std::byte empty_message[1];
-  // Completion threads started below inherit the blocked SIGPIPE too.
   const SigpipeBlock no_sigpipe;
   try {
-    op->buffer = context_->createUnboundBuffer(data ? data : empty_message, bytes);
+    op->buffer = std::make_unique<WatchedBuffer>(tcp_context_, data ? data : empty_message, bytes, is_send);
     if (is_send)
       op->buffer->send(peer, make_slot(tag, bytes), 0, bytes);
     else
@@ -337,19 +405,8 @@ void GlooTransport::post(bool is_send, int peer, std::uint64_t tag, void* data, 
     c.fail(e.code(), e.what());
     return;
   }
-  std::unique_lock lock(mutex_);
   pending_.emplace(&c, op);
-  try {
-    hand_to_waiter(op);
-  } catch (const std::system_error& e) {
-    // The operation is inside Gloo but nothing will report it; Gloo cannot
-    // withdraw it, so the connections must go.
-    pending_.erase(&c);
-    lock.unlock();
-    const std::string reason = op->describe() + ": could not start a completion thread (" + e.what() + ")";
-    close_connections(reason);
-    c.fail(ErrorCode::transport_failure, reason);
-  }
+  unwatched_.push_back(std::move(op));
 }
 
 void GlooTransport::hand_to_waiter(std::shared_ptr<PendingOp> op) {
@@ -362,6 +419,8 @@ void GlooTransport::hand_to_waiter(std::shared_ptr<PendingOp> op) {
   }
   auto w = std::make_unique<Waiter>();
   w->job = std::move(op);
+  // Completion threads inherit the blocked SIGPIPE.
+  const SigpipeBlock no_sigpipe;
   w->thread = std::thread(&GlooTransport::waiter_main, this, w.get());
   waiters_.push_back(std::move(w));
   COMM_DEBUG("gloo transport: " << waiters_.size() << " completion threads");
@@ -373,94 +432,147 @@ void GlooTransport::waiter_main(Waiter* w) {
     w->cv.wait(lock, [&] { return w->job != nullptr || stopping_; });
     if (!w->job) return;
     const std::shared_ptr<PendingOp> op = w->job;
-    lock.unlock();
-    wait_for_op(*op);
-    lock.lock();
+    bool finished = false;
+    while (!finished && !stopping_ && op->completion) {
+      lock.unlock();
+      finished = op->buffer->sleep_until(std::chrono::steady_clock::now() + backstop_);
+      lock.lock();
+    }
     w->job.reset();
-    op->finished = true;
-    if (op->completion) {
+    if (finished && op->completion) {
       finished_.push_back(op);
       has_finished_.store(true, std::memory_order_release);
-      progress_.notify();
+      if (foreground_) foreground_->wake();
+      progress_cv_.notify_all();
     }
     if (stopping_) return;
     idle_.push_back(w);
   }
 }
 
-void GlooTransport::wait_for_op(PendingOp& op) {
+void GlooTransport::report(PendingOp& op, Completion& c) {
   try {
-    const bool completed =
-        op.is_send ? op.buffer->waitSend(nullptr, backstop_) : op.buffer->waitRecv(nullptr, backstop_);
-    if (completed) {
-      op.ok = true;
-      return;
-    }
-    op.code = ErrorCode::aborted;
-    op.message = op.describe() + " was abandoned: " + failure_reason();
+    if (op.buffer->take(backstop_))
+      c.complete(op.bytes);
+    else
+      c.fail(ErrorCode::aborted, op.describe() + " was abandoned: " + failure_reason());
   } catch (...) {
     const Error e = translate_current_exception(op.describe());
-    op.code = e.code();
-    op.message = e.what();
     // Gloo has closed every pair of the context after its own wait expired.
-    if (e.code() == ErrorCode::timeout) mark_failed(op.message);
+    if (e.code() == ErrorCode::timeout) mark_failed(e.what());
+    c.fail(e.code(), e.what());
   }
 }
 
+bool GlooTransport::any_finished() {
+  if (has_finished_.load(std::memory_order_acquire)) return true;
+  return std::any_of(unwatched_.begin(), unwatched_.end(), [](const auto& op) { return op->buffer->finished(); });
+}
+
 bool GlooTransport::progress() {
-  if (!has_finished_.load(std::memory_order_acquire)) return false;
   std::vector<std::shared_ptr<PendingOp>> done;
-  {
+  if (has_finished_.load(std::memory_order_acquire)) {
     std::lock_guard lock(mutex_);
     done.swap(finished_);
     has_finished_.store(false, std::memory_order_relaxed);
-    for (const auto& op : done) pending_.erase(op->completion);
+  }
+  for (auto it = unwatched_.begin(); it != unwatched_.end();) {
+    if ((*it)->buffer->finished()) {
+      done.push_back(*it);
+      it = unwatched_.erase(it);
+    } else {
+      ++it;
+    }
   }
   for (const auto& op : done) {
-    if (op->ok)
-      op->completion->complete(op->bytes);
-    else
-      op->completion->fail(op->code, op->message);
+    pending_.erase(op->completion);
+    report(*op, *op->completion);
   }
   return !done.empty();
 }
 
 void GlooTransport::wait(std::chrono::steady_clock::time_point deadline) {
   // A completion usually arrives within tens of microseconds; yielding until
-  // then keeps this thread runnable, while sleeping at once costs a second
-  // wake-up (8 B half round trip 81 -> 56 us here, and far less jitter on a
-  // loaded machine) and yielding lets the completion thread run.
+  // then keeps this thread runnable, while sleeping at once costs a wake-up
+  // and yielding lets Gloo's event loop run.
   const auto spin_until = std::min(deadline, std::chrono::steady_clock::now() + kSpinBeforeSleep);
-  while (!has_finished_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_until)
-    sched_yield();
-  if (has_finished_.load(std::memory_order_acquire)) return;
-  std::unique_lock lock(mutex_);
-  progress_.wait_until(lock, deadline, [&] { return !finished_.empty(); });
+  while (!any_finished() && std::chrono::steady_clock::now() < spin_until) sched_yield();
+  if (any_finished()) return;
+  sleep_on_one(deadline);
 }
 
-void GlooTransport::interrupt() noexcept { progress_.interrupt(mutex_); }
+// The driving thread sleeps on one operation's own condition variable, so
+// that Gloo's event loop wakes it directly when that one completes: one
+// thread hand-off per message, as in Gloo's own collectives, instead of two
+// through a completion thread. It picks the oldest receive (what a schedule
+// waits for), else the oldest send. The other unwatched operations are only
+// looked at when it wakes, which is harmless when they finish first (the
+// schedule needs them all) but must not last: after one slice slept in vain
+// they go to completion threads, which wake this thread when they finish.
+void GlooTransport::sleep_on_one(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  if (interrupted_ || !finished_.empty()) {
+    interrupted_ = false;
+    return;
+  }
+  if (unwatched_.empty()) {
+    progress_cv_.wait_until(lock, deadline, [&] { return interrupted_ || !finished_.empty(); });
+    interrupted_ = false;
+    return;
+  }
+  auto fg = std::find_if(unwatched_.begin(), unwatched_.end(), [](const auto& op) { return !op->is_send; });
+  if (fg == unwatched_.end()) fg = unwatched_.begin();
+  const std::shared_ptr<PendingOp> mine = *fg;
+  auto until = deadline;
+  if (unwatched_.size() > 1) {
+    if (mine->slices_slept == 0) {
+      until = std::min(deadline, std::chrono::steady_clock::now() + kSliceWithOthersUnwatched);
+    } else {
+      try {
+        for (const auto& op : unwatched_)
+          if (op != mine) hand_to_waiter(op);
+      } catch (const std::system_error& e) {
+        // Operations inside Gloo that nothing would report: the connections
+        // must go (that aborts them, and progress() reports them).
+        lock.unlock();
+        close_connections("rank " + std::to_string(rank_) + " could not start a completion thread (" + e.what() +
+                          ")");
+        return;
+      }
+      std::erase_if(unwatched_, [&](const auto& op) { return op != mine; });
+    }
+  }
+  foreground_ = mine->buffer.get();
+  lock.unlock();
+  const bool finished = mine->buffer->sleep_until(until);
+  lock.lock();
+  foreground_ = nullptr;
+  interrupted_ = false;
+  if (!finished && until < deadline) ++mine->slices_slept;
+}
+
+void GlooTransport::interrupt() noexcept {
+  std::lock_guard lock(mutex_);
+  interrupted_ = true;
+  if (foreground_) foreground_->wake();
+  progress_cv_.notify_all();
+}
 
 void GlooTransport::cancel(Completion& c) noexcept {
   if (cancel_self(c)) return;
-  std::shared_ptr<PendingOp> op;
+  const auto it = pending_.find(&c);
+  if (it == pending_.end()) return;
+  const std::shared_ptr<PendingOp> op = it->second;
+  pending_.erase(it);
+  std::erase(unwatched_, op);
   {
+    // A completion thread that watches it stops and no longer reports it.
     std::lock_guard lock(mutex_);
-    const auto it = pending_.find(&c);
-    if (it == pending_.end()) return;
-    op = it->second;
-    pending_.erase(it);
-    if (op->finished)
-      finished_.erase(std::find(finished_.begin(), finished_.end(), op));
-    else
-      op->completion = nullptr;
+    op->completion = nullptr;
+    std::erase(finished_, op);
+    op->buffer->wake();
   }
-  if (op->finished) {
-    if (op->ok)
-      c.complete(op->bytes);
-    else
-      c.fail(op->code, op->message);
-    return;
-  }
+  if (op->buffer->finished()) return report(*op, c);
   close_connections("rank " + std::to_string(rank_) + " cancelled a " + op->describe() +
                     " that Gloo still held; Gloo cannot withdraw a posted operation, so every connection of "
                     "this communicator was closed");
@@ -475,16 +587,18 @@ void GlooTransport::close_connections(const std::string& reason) noexcept {
     COMM_WARN("gloo transport: closing connections failed: "
               << translate_current_exception("closeConnections").what());
   }
-  // A hard close does not wake Gloo's waits; abort them so every completion
-  // thread returns and reports its operation as abandoned.
-  std::lock_guard lock(mutex_);
-  for (const auto& w : waiters_) {
-    if (!w->job) continue;
-    if (w->job->is_send)
-      w->job->buffer->abortWaitSend();
+  // A hard close does not wake Gloo's waits: abort every operation, so that
+  // completion threads return and progress() reports them as abandoned.
+  auto abort = [](PendingOp& op) {
+    if (op.is_send)
+      op.buffer->abortWaitSend();
     else
-      w->job->buffer->abortWaitRecv();
-  }
+      op.buffer->abortWaitRecv();
+  };
+  for (const auto& op : unwatched_) abort(*op);
+  std::lock_guard lock(mutex_);
+  for (const auto& w : waiters_)
+    if (w->job) abort(*w->job);
 }
 
 void GlooTransport::mark_failed(const std::string& reason) noexcept {

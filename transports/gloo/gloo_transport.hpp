@@ -6,7 +6,6 @@
 #include <comm/transport.hpp>
 
 #include "core/transport_base.hpp"
-#include "util/interruptible_wait.hpp"
 #include "util/non_copyable.hpp"
 
 #include <gloo/rendezvous/context.h>
@@ -27,6 +26,10 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+namespace gloo::transport::tcp {
+class Context;
+}
 
 namespace comm {
 
@@ -74,6 +77,7 @@ class LoopPlacement : NonCopyable {
 };
 
 class GlooTransport;
+class WatchedBuffer;
 
 /// Gloo's options-based collectives (never the legacy AllreduceRing* classes,
 /// which shrink the socket send buffer). Reductions use comm's own kernels
@@ -121,30 +125,42 @@ class GlooTransport final : public NativeTransportBase<GlooTransport, GlooNative
   void post_self(bool is_send, const SelfMessage& mine);
   void match_self(const SelfMessage& send, const SelfMessage& recv);
   bool cancel_self(Completion& c) noexcept;
+  /// True if an operation finished that progress() has not reported yet.
+  bool any_finished();
+  /// Sleeps on one operation's own condition variable; see wait() in gloo_transport.cpp.
+  void sleep_on_one(std::chrono::steady_clock::time_point deadline);
   void hand_to_waiter(std::shared_ptr<PendingOp> op);  // mutex_ held
   void waiter_main(Waiter* w);
-  void wait_for_op(PendingOp& op);
+  /// Takes a finished operation's result from Gloo and reports it to `c`.
+  void report(PendingOp& op, Completion& c);
   void close_connections(const std::string& reason) noexcept;
   std::string failure_reason() const;
 
   std::chrono::milliseconds timeout_;
-  /// Bound on each completion thread's Gloo wait. Gloo poisons the whole
-  /// context when such a wait expires, so it is only a backstop, far beyond
-  /// the operation timeout the executor enforces (and cancels at).
+  /// Bound on Gloo's own waits. Gloo poisons the whole context when such a
+  /// wait expires, so it is only a backstop, far beyond the operation timeout
+  /// the executor enforces (and cancels at); a finished operation's wait returns at once.
   std::chrono::milliseconds backstop_;
   std::vector<std::string> peer_address_;  ///< address each rank's Gloo device listens on
   std::vector<bool> same_host_;
   void connect_watched(const std::shared_ptr<Store>& store);  // see gloo_transport.cpp
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::transport::tcp::Context> tcp_context_;  ///< our buffers are built on it
 
-  // Completion threads and the operations they wait on (all guarded by mutex_).
-  mutable std::mutex mutex_;
-  util::InterruptibleWait progress_;  ///< signalled when finished_ grows or on interrupt()
+  // Operations inside Gloo (driving thread only): by completion, and those no
+  // completion thread watches, in posting order.
   std::unordered_map<const Completion*, std::shared_ptr<PendingOp>> pending_;
+  std::vector<std::shared_ptr<PendingOp>> unwatched_;
+
+  // Completion threads, what they saw finish, and the sleeping driving thread (all guarded by mutex_).
+  mutable std::mutex mutex_;
+  std::condition_variable progress_cv_;  ///< signalled when finished_ grows or on interrupt()
   std::vector<std::shared_ptr<PendingOp>> finished_;
   std::vector<std::unique_ptr<Waiter>> waiters_;
   std::vector<Waiter*> idle_;
+  WatchedBuffer* foreground_ = nullptr;  ///< the buffer the driving thread sleeps on
+  bool interrupted_ = false;
   bool stopping_ = false;
   std::string failed_reason_;
   std::atomic<bool> failed_{false};
