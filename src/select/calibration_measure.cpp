@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sched.h>
 #include <sstream>
 
 namespace comm::calib {
@@ -46,7 +47,12 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
   const bool finished = detail::progress_until(
       done, [&] { return t.progress(); },
       [&](Clock::time_point until) {
-        if (!poll_only) t.wait(until);
+        // Polling yields: a transport whose completions come from a thread of
+        // its own (Gloo's event loop) must get the core when ranks share it.
+        if (poll_only)
+          sched_yield();
+        else
+          t.wait(until);
       },
       deadline);
   if (!finished) {

@@ -28,7 +28,7 @@ double robust_median(std::vector<double> v);
 // Drives `t` until every completion is done, through the communicator's own
 // progress loop (engine/progress.hpp), so the measured latency is the one
 // collectives see.
-// poll_only: never sleep in t.wait() (warm-up). Throws timeout naming `peer`.
+// poll_only: never sleep in t.wait(), only yield the core (warm-up). Throws timeout naming `peer`.
 void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clock::time_point deadline,
               std::chrono::milliseconds timeout, bool poll_only);
 
