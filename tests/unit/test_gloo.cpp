@@ -145,3 +145,60 @@ TEST_CASE("gloo transport fails fast after a cancelled operation") {
     }
   });
 }
+
+namespace {
+
+// Drives `t` as the executor does (progress, then wait) until `c` is no longer pending or 10 s pass.
+bool drive_until_done(comm::Transport& t, const comm::Completion& c) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c.is_pending() && std::chrono::steady_clock::now() < deadline) {
+    if (t.progress()) continue;
+    t.wait(std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+  }
+  return !c.is_pending();
+}
+
+}  // namespace
+
+TEST_CASE("gloo transport reports an operation that finishes while it sleeps on another") {
+  // Rank 0 waits for two receives from rank 1. Rank 1 sends the second one
+  // only after rank 0 has acknowledged the first, which it sends 20 ms late,
+  // so rank 0's driving thread sleeps on the older receive while the newer
+  // one finishes: that one must be reported (by the slice's end or a
+  // completion thread), or neither rank gets further.
+  comm::test::run_local(2, gloo_config(), [](comm::Communicator& c) {
+    comm::Transport& t = comm::detail::Access::impl(c).transport();
+    std::uint64_t first = 0, second = 0, ack = 0;
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      first = 0x1111;
+      comm::Completion sent_first, got_ack;
+      t.isend(0, 2, &first, sizeof first, sent_first);
+      t.irecv(0, 3, &ack, sizeof ack, got_ack);
+      REQUIRE(drive_until_done(t, got_ack));
+      CHECK(ack == 0xacc);
+      second = 0x2222;
+      comm::Completion sent_second;
+      t.isend(0, 1, &second, sizeof second, sent_second);
+      REQUIRE(drive_until_done(t, sent_second));
+      REQUIRE(drive_until_done(t, sent_first));
+      CHECK(sent_first.state.load() == comm::Completion::done);
+      CHECK(sent_second.state.load() == comm::Completion::done);
+      return;
+    }
+    comm::Completion got_second, got_first;
+    t.irecv(1, 1, &second, sizeof second, got_second);  // the older: what the driving thread sleeps on
+    t.irecv(1, 2, &first, sizeof first, got_first);
+    REQUIRE(drive_until_done(t, got_first));
+    CHECK(got_first.state.load() == comm::Completion::done);
+    CHECK(first == 0x1111);
+    CHECK(got_second.is_pending());  // rank 1 has not sent it: it waits for the acknowledgement
+    ack = 0xacc;
+    comm::Completion sent_ack;
+    t.isend(1, 3, &ack, sizeof ack, sent_ack);
+    REQUIRE(drive_until_done(t, got_second));
+    CHECK(got_second.state.load() == comm::Completion::done);
+    CHECK(second == 0x2222);
+    REQUIRE(drive_until_done(t, sent_ack));
+  });
+}

@@ -209,9 +209,9 @@ struct GlooTransport::PendingOp {
   int peer = -1;
   std::uint64_t tag = 0;
   std::size_t bytes = 0;
-  /// Times the driving thread slept on it in vain while other operations were
-  /// left unwatched (driving thread only).
-  int slices_slept = 0;
+  /// The driving thread slept a slice on it in vain while other operations
+  /// were left unwatched (driving thread only).
+  bool slept_a_slice = false;
 
   std::string describe() const {
     return std::string("gloo ") + (is_send ? "send to" : "recv from") + " rank " + std::to_string(peer) +
@@ -496,9 +496,12 @@ void GlooTransport::wait(std::chrono::steady_clock::time_point deadline) {
   // then keeps this thread runnable, while sleeping at once costs a wake-up
   // and yielding lets Gloo's event loop run.
   const auto spin_until = std::min(deadline, std::chrono::steady_clock::now() + kSpinBeforeSleep);
-  while (!any_finished() && std::chrono::steady_clock::now() < spin_until) sched_yield();
-  if (any_finished()) return;
-  sleep_on_one(deadline);
+  bool finished = any_finished();
+  while (!finished && std::chrono::steady_clock::now() < spin_until) {
+    sched_yield();
+    finished = any_finished();
+  }
+  if (!finished) sleep_on_one(deadline);
 }
 
 // The driving thread sleeps on one operation's own condition variable, so
@@ -525,7 +528,7 @@ void GlooTransport::sleep_on_one(std::chrono::steady_clock::time_point deadline)
   const std::shared_ptr<PendingOp> mine = *fg;
   auto until = deadline;
   if (unwatched_.size() > 1) {
-    if (mine->slices_slept == 0) {
+    if (!mine->slept_a_slice) {
       until = std::min(deadline, std::chrono::steady_clock::now() + kSliceWithOthersUnwatched);
     } else {
       try {
@@ -548,7 +551,7 @@ void GlooTransport::sleep_on_one(std::chrono::steady_clock::time_point deadline)
   lock.lock();
   foreground_ = nullptr;
   interrupted_ = false;
-  if (!finished && until < deadline) ++mine->slices_slept;
+  if (!finished && until < deadline) mine->slept_a_slice = true;
 }
 
 void GlooTransport::interrupt() noexcept {
