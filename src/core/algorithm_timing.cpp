@@ -105,6 +105,14 @@ void fit_timing_buffers(std::vector<float>& in, std::vector<float>& out, std::si
   call.count = bytes / sizeof(float);
 }
 
+// Rank 0's one line on what time_algorithms timed, how long it took and what it might spend.
+void log_timed(std::size_t points, std::size_t algorithms, calib::Clock::time_point began, double budget_us) {
+  COMM_INFO("calibration: timed " << points << " (algorithm, size) points of " << algorithms
+                                  << " all-reduce algorithms in "
+                                  << static_cast<long>(calib::micros(calib::Clock::now() - began) / 1000)
+                                  << " ms (budget " << static_cast<long>(budget_us / 1000) << " ms)");
+}
+
 // What timing one size took, warm-up rounds and untimed calls included.
 double time_spent(const std::vector<double>& times, int iterations, int warmup, double calls_per_timed) {
   if (iterations == 0) return 0;
@@ -175,8 +183,12 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   return mine;
 }
 
-NativeProfile CommunicatorImpl::time_algorithms() {
+NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   const auto began = calib::Clock::now();
+  // By the slowest rank's time so far, so that every rank plans the same timing.
+  const double budget_us = algorithm_timing_budget_us(slowest_rank(calibration_elapsed_us));
+  double spent_us = 0;  // by the slowest rank's times: the same on every rank
+  const std::size_t cache_bytes = selector_->compute().cache_bytes;
   const std::vector<std::string> names = own_algorithms(*selector_);
   std::vector<float> in, out;  // fit_timing_buffers grows them
   NativeProfile profile;
@@ -184,23 +196,26 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   Call call = timing_call(in.data(), out.data());
   // Times `c` at `bytes` and adds the point times to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
-  const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double budget_us) {
+  const auto budget_left = [&] { return budget_us - spent_us; };
+  const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double size_budget_us) {
     fit_timing_buffers(in, out, bytes, call);
     call.in_bytes = call.out_bytes = bytes;
     // The candidates are timed in turns (a short burst of each, then the
     // next round), so that a burst of load elsewhere on the machine hits
     // them alike instead of one algorithm's whole measurement.
     int iterations = 0;
-    const int warmup = kWarmupRounds;
     quiesce_windows();
-    const auto mine = time_rounds(names, c.indices, call, warmup, min_rounds, budget_us, iterations);
+    const auto mine = time_rounds(names, c.indices, call, kWarmupRounds, min_rounds,
+                                  std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
     std::vector<double> times;
     collect(c.indices, names.size(), bytes, mine, iterations, points, times);
     slowest_rank(times);
     add_point_times(profile, names, points, times);
     timed += points.size();
-    return time_spent(times, iterations, warmup, calls_per_timed_call(bytes, selector_->compute().cache_bytes));
+    const double spent = time_spent(times, iterations, kWarmupRounds, calls_per_timed_call(bytes, cache_bytes));
+    spent_us += spent;
+    return spent;
   };
   // Times what the corrected model now puts fastest at `bytes` if that was
   // not timed there (select/timing_plan.hpp challenger_at); the same on every
@@ -210,7 +225,8 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     for (int k = 0; k < kMaxChallengers; ++k) {
       selector_->set_measured_profile(profile);
       TimingCandidates c = challenger_at(*selector_, names, bytes, profile);
-      if (c.indices.empty()) break;
+      fit_to_budget(c, bytes, cache_bytes, kMinTimedRounds, budget_left());
+      if (c.indices.size() < 2) break;  // a challenger is timed beside its opponent or not at all
       spent += time_size(bytes, std::move(c), kMinTimedRounds, kRefinementBudgetPerSizeUs);
     }
     return spent;
@@ -218,9 +234,11 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   std::vector<std::size_t> sizes;  // those timed, increasing
   for (const std::size_t bytes : kTimingLadder) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
+    const int min_rounds = bytes >= kContendersFrom ? kMinTimedRoundsLast : kMinTimedRounds;
+    const std::size_t at_least = bytes < kContendersFrom ? kMinCandidatesInCache : 0;
+    fit_to_budget(c, bytes, cache_bytes, min_rounds, budget_left(), at_least);
     if (c.indices.empty()) continue;
-    time_size(bytes, std::move(c), bytes >= kContendersFrom ? kMinTimedRoundsLast : kMinTimedRounds,
-              kTimingBudgetPerSizeUs);
+    time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
     sizes.push_back(bytes);
   }
@@ -232,9 +250,8 @@ NativeProfile CommunicatorImpl::time_algorithms() {
   for (std::size_t k = 0; k + 1 < sizes.size();) {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
-    const double cost = r.candidates.round_us * calls_per_timed_call(r.bytes, selector_->compute().cache_bytes) *
-                        kTimedPerTurn * (kWarmupRounds + kMinTimedRounds);
-    if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs) {
+    const double cost = timing_cost_us(r.candidates.round_us, r.bytes, cache_bytes, kMinTimedRounds);
+    if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs || cost > budget_left()) {
       ++k;
       continue;
     }
@@ -242,10 +259,7 @@ NativeProfile CommunicatorImpl::time_algorithms() {
     refinement_us += time_challengers(r.bytes);
     sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(k + 1), r.bytes);  // then (lo, mid), then (mid, hi)
   }
-  if (rank_ == 0)
-    COMM_INFO("calibration: timed " << timed << " (algorithm, size) points of " << profile.curves.size()
-                                    << " all-reduce algorithms in "
-                                    << static_cast<long>(calib::micros(calib::Clock::now() - began) / 1000) << " ms");
+  if (rank_ == 0) log_timed(timed, profile.curves.size(), began, budget_us);
   return profile;
 }
 
@@ -309,6 +323,12 @@ void CommunicatorImpl::quiesce_windows() {
   wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
   direct_engine_->read_peer_windows();
   wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+}
+
+double CommunicatorImpl::slowest_rank(double mine) {
+  std::vector<double> one{mine};
+  slowest_rank(one);
+  return one[0];
 }
 
 // Every iteration's time becomes the slowest rank's, in one exchange.

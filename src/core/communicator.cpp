@@ -177,9 +177,10 @@ std::string CommunicatorImpl::connect() {
   // selector made from the figures just measured (the one kept).
   TuningOutcome tuned = tune_figures(
       *transport_, *store_, rank_, size_, config_, links, compute,
-      [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native) {
+      [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native,
+          double calibration_elapsed_us) {
         create_selector(measured, measured_compute, native, overrides);
-        return time_algorithms();
+        return time_algorithms(calibration_elapsed_us);
       },
       [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
           const std::vector<CacheCheck>& points) {

@@ -94,8 +94,10 @@ class CommunicatorImpl {
   void create_selector(const LinkMatrix& links, const ComputeParams& compute, NativeProfile native,
                        const std::vector<OverrideRule>& overrides);
   // Times comm's own all-reduce algorithms through the engines (start-up
-  // calibration, select/tuning.hpp AlgorithmTimer); collective.
-  NativeProfile time_algorithms();
+  // calibration, select/tuning.hpp AlgorithmTimer) within what
+  // `calibration_elapsed_us` leaves of the calibration's target
+  // (select/timing_plan.hpp); collective.
+  NativeProfile time_algorithms(double calibration_elapsed_us);
   // Times single (algorithm, size) all-reduce points the same way: the
   // check of a cached tuning (select/tuning.hpp PointTimer, which says which
   // of `checks` it times); collective.
@@ -109,6 +111,7 @@ class CommunicatorImpl {
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
                                                int min_rounds, double budget_us, int& iterations);
   void slowest_rank(std::vector<double>& times);
+  double slowest_rank(double mine);
   // Before timing a size over the direct engine: once every rank is here no
   // peer still reads this rank's window (a peer may read it after this rank
   // returned from a call), so its data region is written afresh

@@ -93,27 +93,27 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   }
   for (const double e : estimate)
     if (e >= 0) best = std::min(best, e);
-  TimingCandidates c;
   const std::array<double, 2> limits = contenders ? std::array<double, 2>{kContenderWithin, kContenderWithin}
                                                   : std::array<double, 2>{kHopeless, kHopelessWhenSlow};
+  std::vector<std::size_t> chosen;
   for (const double limit : limits) {
-    c = {};
+    chosen.clear();
+    double round_us = 0;
     for (std::size_t i = 0; i < names.size(); ++i)
       if (optimistic[i] >= 0 && (optimistic[i] <= limit * best || (!contenders && bare[i] <= limit * best_bare))) {
-        c.indices.push_back(i);
-        c.round_us += estimate[i];
+        chosen.push_back(i);
+        round_us += estimate[i];
       }
-    if (c.round_us <= kTimingBudgetPerSizeUs) break;
+    if (round_us <= kTimingBudgetPerSizeUs) break;
   }
+  // Most promising first, of as many families as there are (fit_to_budget keeps a prefix).
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
+  one_per_family_first(chosen, both_bare);
   const std::size_t most = final ? kMaxFinalContenders : kMaxContenders;
-  if (contenders && c.indices.size() > most) {  // the most promising few, of as many families as there are
-    std::sort(c.indices.begin(), c.indices.end(),
-              [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
-    one_per_family_first(c.indices, both_bare);
-    c.indices.resize(most);
-    c.round_us = 0;
-    for (const std::size_t i : c.indices) c.round_us += estimate[i];
-  }
+  if (contenders && chosen.size() > most) chosen.resize(most);  // the most promising few
+  TimingCandidates c;
+  for (const std::size_t i : chosen) c.add(i, estimate[i]);
   // Past the caches the model is least sure of itself, and the choice there
   // is for every larger message, so a round may cost more (once per setup:
   // the result is cached); where even that is too slow, the model's shape
@@ -168,10 +168,8 @@ Refinement refinement_between(const Selector& corrected, const std::vector<std::
   r.bytes = mid;
   for (std::size_t i = 0; i < names.size(); ++i)
     if (const double e = predicted.us[i];
-        e >= 0 && (i == at_lo || i == at_hi || e <= kRefinementWithin * predicted.best)) {
-      r.candidates.indices.push_back(i);
-      r.candidates.round_us += e;
-    }
+        e >= 0 && (i == at_lo || i == at_hi || e <= kRefinementWithin * predicted.best))
+      r.candidates.add(i, e);
   if (r.candidates.indices.size() < 2) return {};
   return r;
 }
@@ -186,7 +184,25 @@ TimingCandidates challenger_at(const Selector& corrected, const std::vector<std:
   if (const NativeCurve* curve = so_far.find(Collective::allreduce, names[challenger]))
     for (const auto& point : curve->points)
       if (point.first == bytes) return {};  // timed here: the selector already uses its own time
-  return {{challenger, fastest}, predicted.best + predicted.us[fastest]};
+  TimingCandidates c;
+  c.add(challenger, predicted.best);
+  c.add(fastest, predicted.us[fastest]);
+  return c;
+}
+
+void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double left_us,
+                   std::size_t at_least) {
+  std::size_t keep = 0;
+  double cost = 0;
+  for (; keep < c.indices.size(); ++keep) {
+    const double more = timing_cost_us(c.us[keep], bytes, cache_bytes, rounds);
+    if (keep >= at_least && cost + more > left_us) break;
+    cost += more;
+  }
+  c.indices.resize(keep);
+  c.us.resize(keep);
+  c.round_us = 0;
+  for (const double us : c.us) c.round_us += us;
 }
 
 }  // namespace comm

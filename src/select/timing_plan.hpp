@@ -7,6 +7,7 @@
 #include "select/native_profile.hpp"
 #include "select/selector.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -44,12 +45,46 @@ inline double calls_per_timed_call(std::size_t bytes, std::size_t cache_bytes) {
   return 1.0 + static_cast<double>(warm_calls_per_turn(bytes, cache_bytes)) / kTimedPerTurn;
 }
 
-// The algorithms worth timing at one size (indices into the names) and the
-// estimated time of one round of them.
+// The algorithms worth timing at one size (indices into the names, most
+// promising first), each one's estimated time of one call (`us`, parallel to
+// `indices`) and the estimated time of one round of them (their sum).
 struct TimingCandidates {
   std::vector<std::size_t> indices;
+  std::vector<double> us;
   double round_us = 0;
+  void add(std::size_t index, double estimate_us) {
+    indices.push_back(index);
+    us.push_back(estimate_us);
+    round_us += estimate_us;
+  }
 };
+
+// Creation's calibration aims to end within kCalibrationTargetUs: comm's own
+// algorithms are timed in what the links, compute and native collectives left
+// of it, never less than kMinAlgorithmTimingUs. Without it, creation took 410-
+// 436 ms over Gloo (276 of them timing algorithms, calls of tens of
+// microseconds to milliseconds) and 0.8-1.3 s with 8 ranks on 2 cores (the 1
+// MiB size alone 300 ms); the sizes and candidates left out carry the ratios
+// measured beside them, as those past the per-size budgets always have.
+inline constexpr double kCalibrationTargetUs = 280000, kMinAlgorithmTimingUs = 60000;
+inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
+  return std::max(kMinAlgorithmTimingUs, kCalibrationTargetUs - calibration_elapsed_us);
+}
+// What timing candidates whose round takes `round_us` costs at `bytes`: the
+// warm-up round (one call per turn after its untimed ones) and `rounds` timed rounds.
+inline double timing_cost_us(double round_us, std::size_t bytes, std::size_t cache_bytes, int rounds) {
+  const int warm = warm_calls_per_turn(bytes, cache_bytes);
+  return round_us * (kWarmupRounds * (1 + warm) + rounds * (warm + kTimedPerTurn));
+}
+// Keeps the most promising candidates (a prefix of `c`): the first
+// `at_least`, then as many more as fit `left_us`.
+void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double left_us,
+                   std::size_t at_least = 0);
+// Below kContendersFrom every ladder size is timed, over budget or not, with
+// at least this many of its candidates (two ways of moving the data, where
+// there are two): the selector's ratios at the sizes past it and between
+// its rungs all start from these.
+inline constexpr std::size_t kMinCandidatesInCache = 2;
 
 // `so_far`: what was measured at the smaller sizes of the ladder.
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,

@@ -235,12 +235,16 @@ void calibrate_checked(Transport& transport, Store& store, int rank, int size, c
   const ComputeParams nominal_compute = compute;
   // `on`: the store the calibration's exchanges agree through; its keys are written once.
   const auto calibrate = [&](Store& on) {
+    const auto began = Clock::now();
     links = nominal_links;
     compute = nominal_compute;
     calibrate_links(transport, on, rank, size, links, compute, config.timeout);
     if (NativeCollectives* native = transport.native())
       out.native = calibrate_native(*native, on, rank, size, config.timeout);
-    if (time_algorithms) out.measured = time_algorithms(links, compute, out.native);
+    if (time_algorithms)
+      out.measured = time_algorithms(
+          links, compute, out.native,
+          std::chrono::duration<double, std::micro>(Clock::now() - began).count());
   };
   calibrate(store);
   if (const std::string spell = stale_because(time_points, links, compute, out.native, out.measured);

@@ -54,10 +54,12 @@ struct TuningOutcome {
 };
 
 // Times comm's own algorithms over the figures just calibrated (links,
-// compute, the native curves), every rank at once; collective. Called by
-// tune_figures only when it calibrates, before the tuning file is written.
-using AlgorithmTimer =
-    std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native)>;
+// compute, the native curves), every rank at once, in what this rank's
+// `calibration_elapsed_us` (its calibration's time so far) leaves of the
+// target (select/timing_plan.hpp); collective. Called by tune_figures only
+// when it calibrates, before the tuning file is written.
+using AlgorithmTimer = std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute,
+                                                   const NativeProfile& native, double calibration_elapsed_us)>;
 
 // An all-reduce algorithm at one size, as timed by a PointTimer.
 struct AlgorithmPoint {

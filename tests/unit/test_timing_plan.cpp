@@ -300,3 +300,37 @@ TEST_CASE("timing plan: the last size times two contenders of two families, wher
   CHECK((Selector::moves_alike(fast[0], tree) || Selector::moves_alike(fast[1], tree)));
   CHECK(plan(LinkKind::tcp, 10.0, 2.0).first.empty());
 }
+
+TEST_CASE("the timing of a size fits what is left of the calibration's budget: the most promising candidates first") {
+  constexpr std::size_t cache = std::size_t{4} << 20;
+  // In cache each turn has two untimed calls: the warm-up round costs 3 calls
+  // per candidate, each timed round 4; past the cache 1 and 2.
+  CHECK(timing_cost_us(10.0, 4096, cache, 2) == doctest::Approx(10.0 * (3 + 2 * 4)));
+  CHECK(timing_cost_us(10.0, std::size_t{8} << 20, cache, 1) == doctest::Approx(10.0 * (1 + 2)));
+
+  TimingCandidates c;
+  c.add(4, 1.0);  // each costs 11 x its call at 4 KiB over two rounds
+  c.add(1, 2.0);
+  c.add(7, 4.0);
+  TimingCandidates fits = c;
+  fit_to_budget(fits, 4096, cache, 2, 11.0 * 3.0 + 1.0);  // the first two, not the third
+  CHECK(fits.indices == std::vector<std::size_t>{4, 1});
+  CHECK(fits.us == std::vector<double>{1.0, 2.0});
+  CHECK(fits.round_us == doctest::Approx(3.0));
+  TimingCandidates all = c;
+  fit_to_budget(all, 4096, cache, 2, 1e9);
+  CHECK(all.indices == c.indices);
+  CHECK(all.round_us == doctest::Approx(7.0));
+  TimingCandidates none = c;
+  fit_to_budget(none, 4096, cache, 2, 10.0);  // not even the first
+  CHECK(none.indices.empty());
+  CHECK(none.us.empty());
+  CHECK(none.round_us == 0.0);
+  TimingCandidates floor = c;
+  fit_to_budget(floor, 4096, cache, 2, 10.0, 2);  // the first two whatever the budget, then what fits
+  CHECK(floor.indices == std::vector<std::size_t>{4, 1});
+
+  // What timing algorithms may spend: the target less what calibration spent before, never below the floor.
+  CHECK(algorithm_timing_budget_us(80000) == doctest::Approx(kCalibrationTargetUs - 80000));
+  CHECK(algorithm_timing_budget_us(kCalibrationTargetUs) == doctest::Approx(kMinAlgorithmTimingUs));
+}
