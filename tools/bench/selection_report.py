@@ -23,7 +23,10 @@ def load(out):
 
 
 def median_points(records_per_run):
-    """(algo, bytes) -> median time and median pred over the runs; bytes ->
+    """(algo, bytes) -> median time over the runs, and the median over the
+    runs of pred / measured in that run (a run's predictions come from its
+    own calibration, so they are judged against its own times: a job in a
+    slow spell of this VM calibrates and measures slowly alike); bytes ->
     the runs' auto picks (every run calibrates afresh, so picks may differ)
     and the median over the runs of pick time / best time in that run."""
     times, preds, picks, pick_ratios = {}, {}, {}, {}
@@ -35,8 +38,8 @@ def median_points(records_per_run):
             key = (r["algo"], r["bytes"])
             run[key] = r["time_us"]
             times.setdefault(key, []).append(r["time_us"])
-            if r.get("pred_us") is not None:
-                preds.setdefault(key, []).append(r["pred_us"])
+            if r.get("pred_us") is not None and r["pred_us"] > 0 and r["time_us"] > 0:
+                preds.setdefault(key, []).append(r["pred_us"] / r["time_us"])
             picks.setdefault(r["bytes"], []).append(r["auto_pick"])
         for b in {b for (_, b) in run}:
             fixed = [t for (a, bb), t in run.items() if bb == b and a != "auto"]
@@ -72,7 +75,7 @@ def report_transport(variant, records_per_run):
         worst_pick = max(worst_pick, (ratio, b))
         pred_note = ""
         if b >= PRED_FROM:
-            errs = [(preds[(a, b)] / fixed[a], a) for a in fixed if (a, b) in preds and preds[(a, b)] > 0]
+            errs = [(preds[(a, b)], a) for a in fixed if (a, b) in preds]
             for e, a in errs:
                 n_pred += 1
                 ok_pred += abs(e - 1) <= PRED_TOL
