@@ -7,6 +7,10 @@
 #   - no gloo algorithm above 2 x Gloo's own allreduce at the same size,
 #     measured side by side (comm-gloo-compare --sweep, commrun --bind none:
 #     Gloo's own context bound one core per rank stalls 4 ms per message).
+# Beside the TCP transports (ucx_tcp, ofi_tcp, gloo) it runs tcp-floor, the
+# bare loopback exchange of 2 processes, and prints each transport's best
+# time per size against that floor's p10/median/p90: what the wire itself
+# gives and how much it varies here.
 # Prints one table per transport and size and a verdict line per target;
 # writes results/selection/*.json. Measure on a quiet machine: every rank
 # needs a core. Usage: tools/selection-check.sh
@@ -25,7 +29,7 @@ transports=${TRANSPORTS:-"ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm"}
 out=results/selection
 if [ -z "${SKIP_BUILD:-}" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm-gloo-compare >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm-gloo-compare tcp-floor >/dev/null
 fi
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.txt
@@ -51,6 +55,10 @@ for variant in $transports; do
       --rounds "$rounds" --quiet \
       --json "$out/$variant-$run.json" >"$out/$variant-$run.txt" 2>"$out/$variant-$run.log"
     grep -h "init: tuning:" "$out/$variant-$run.log" | head -1 >&2 || true
+    case $variant in
+      ucx_tcp | ofi_tcp | gloo)
+        [ -e "$out/tcp-floor-$run.txt" ] || "$build"/bin/tcp-floor -b 8 -e "$max" -f 4 -n "$iters" >"$out/tcp-floor-$run.txt" ;;
+    esac
     if [ "$t" = gloo ]; then
       env XDG_CACHE_HOME="$PWD/$cache" COMM_TRANSPORT=gloo "$build"/bin/commrun -n 2 --bind none --no-prefix -- \
         "$build"/bin/comm-gloo-compare --sweep 8 "$max" 4 "$iters" | grep -v '^\[r' >"$out/gloo-own-$run.txt"

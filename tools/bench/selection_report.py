@@ -120,6 +120,34 @@ def report_gloo_own(out):
     return ok == len(rows)
 
 
+def report_tcp_floor(out, runs):
+    """Each TCP transport's best time per size against tcp-floor's bare
+    loopback exchange (medians over the runs of its p10, median and p90)."""
+    rows = {}
+    paths = sorted(glob.glob(os.path.join(out, "tcp-floor-*.txt")))
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    v = line.split()
+                    rows.setdefault(int(v[0]), []).append([float(x) for x in v[1:4]])
+    tcp = [v for v in ("ucx_tcp", "ofi_tcp", "gloo") if v in runs]
+    if not rows or not tcp:
+        return
+    best = {}
+    for v in tcp:
+        times = median_points(runs[v])[0]
+        for (a, b), t in times.items():
+            if a != "auto" and t < best.get((v, b), float("inf")):
+                best[(v, b)] = t
+    print(f"\n## TCP transports against the bare loopback exchange (tcp-floor, {len(paths)} run(s)): best / floor median")
+    print(f"{'size':>10} {'p10_us':>9} {'p50_us':>9} {'p90_us':>9}" + "".join(f" {v:>9}" for v in tcp))
+    for b in sorted(rows):
+        p10, p50, p90 = (statistics.median(col) for col in zip(*rows[b]))
+        ratios = "".join(f" {best[(v, b)] / p50:>9.2f}" if (v, b) in best else f" {'-':>9}" for v in tcp)
+        print(f"{b:>10} {p10:>9.2f} {p50:>9.2f} {p90:>9.2f}{ratios}")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "results/selection"
     runs = load(out)
@@ -127,6 +155,7 @@ def main():
         sys.exit(f"selection_report: no comm-bench JSON in {out}")
     verdicts = {v: report_transport(v, r) for v, r in runs.items()}
     gloo = report_gloo_own(out)
+    report_tcp_floor(out, runs)
     print("\n# verdict")
     for v, (pick, pred) in verdicts.items():
         print(f"#   {v:8} auto<=1.10x best: {'PASS' if pick else 'FAIL'}   pred +-25%: {'PASS' if pred else 'FAIL'}")
