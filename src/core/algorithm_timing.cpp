@@ -183,6 +183,14 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   return mine;
 }
 
+// The ladder first (select/timing_plan.hpp), then what is optional while the
+// budget lasts: challengers at each rung, then refinements where the fastest
+// changes between neighbouring sizes, halving the gap. Past the caches the
+// rungs keep only their own round budgets (worth_timing): there the model's
+// from-memory rates mislead most, and when the budget dropped them auto picked
+// 1.18-1.39x the best from 8 MiB on (ofi shm, shm, UCX tcp). Every decision
+// uses only what every rank agreed on (the slowest rank's medians and the
+// time spent by them), so every rank times alike.
 NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   const auto began = calib::Clock::now();
   // By the slowest rank's time so far, so that every rank plans the same timing.
@@ -197,13 +205,11 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   // Times `c` at `bytes` and adds the point times to the profile; returns the
   // time it took by the slowest rank's times, the same figure on every rank.
   const auto budget_left = [&] { return budget_us - spent_us; };
+  const auto affordable = [&] { return std::max(budget_left(), kAlwaysAffordableUs); };
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double size_budget_us) {
     fit_timing_buffers(in, out, bytes, call);
     call.in_bytes = call.out_bytes = bytes;
-    // The candidates are timed in turns (a short burst of each, then the
-    // next round), so that a burst of load elsewhere on the machine hits
-    // them alike instead of one algorithm's whole measurement.
-    int iterations = 0;
+    int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     quiesce_windows();
     const auto mine = time_rounds(names, c.indices, call, kWarmupRounds, min_rounds,
                                   std::min(size_budget_us, budget_left()), iterations);
@@ -225,7 +231,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     for (int k = 0; k < kMaxChallengers; ++k) {
       selector_->set_measured_profile(profile);
       TimingCandidates c = challenger_at(*selector_, names, bytes, profile);
-      fit_to_budget(c, bytes, cache_bytes, kMinTimedRounds, budget_left());
+      fit_to_budget(c, bytes, cache_bytes, kMinTimedRounds, affordable());
       if (c.indices.size() < 2) break;  // a challenger is timed beside its opponent or not at all
       spent += time_size(bytes, std::move(c), kMinTimedRounds, kRefinementBudgetPerSizeUs);
     }
@@ -234,24 +240,21 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   std::vector<std::size_t> sizes;  // those timed, increasing
   for (const std::size_t bytes : kTimingLadder) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
-    const int min_rounds = bytes >= kContendersFrom ? kMinTimedRoundsLast : kMinTimedRounds;
-    const std::size_t at_least = bytes < kContendersFrom ? kMinCandidatesInCache : 0;
-    fit_to_budget(c, bytes, cache_bytes, min_rounds, budget_left(), at_least);
+    const bool in_cache = bytes < kContendersFrom;
+    const int min_rounds = in_cache ? kMinTimedRounds : kMinTimedRoundsLast;
+    if (in_cache) fit_to_budget(c, bytes, cache_bytes, min_rounds, budget_left(), kMinCandidatesInCache);
     if (c.indices.empty()) continue;
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
-    if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
     sizes.push_back(bytes);
   }
-  // Where the fastest changes between neighbouring sizes, time between them
-  // (select/timing_plan.hpp), halving the gap while the budget lasts; the
-  // decision uses only what every rank agreed on (the slowest rank's
-  // medians, and the time spent by them), so every rank refines alike.
+  for (const std::size_t bytes : sizes)
+    if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
   double refinement_us = 0;
   for (std::size_t k = 0; k + 1 < sizes.size();) {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
     const double cost = timing_cost_us(r.candidates.round_us, r.bytes, cache_bytes, kMinTimedRounds);
-    if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs || cost > budget_left()) {
+    if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs || cost > affordable()) {
       ++k;
       continue;
     }

@@ -72,6 +72,11 @@ inline constexpr double kCalibrationTargetUs = 280000, kMinAlgorithmTimingUs = 6
 inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
   return std::max(kMinAlgorithmTimingUs, kCalibrationTargetUs - calibration_elapsed_us);
 }
+// Optional timing (a challenger, a refinement) that costs less than this runs
+// whatever is left of the budget: on shared memory one at up to 64 KiB costs
+// 0.1-1 ms, and the crossovers it places (mem_oneshot / mem_twoshot at 2-8
+// KiB) are decode's.
+inline constexpr double kAlwaysAffordableUs = 2000;
 // What timing candidates whose round takes `round_us` costs at `bytes`: the
 // warm-up round (one call per turn after its untimed ones) and `rounds` timed rounds.
 inline double timing_cost_us(double round_us, std::size_t bytes, std::size_t cache_bytes, int rounds) {
