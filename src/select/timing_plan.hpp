@@ -62,7 +62,10 @@ struct TimingCandidates {
 // Creation's calibration aims to add at most 0.3 s: kCalibrationTargetUs,
 // and the check of the figures just measured after it (tuning.cpp, 5-40 ms).
 // comm's own algorithms are timed in what the links, compute and native
-// collectives left of the target, never less than kMinAlgorithmTimingUs.
+// collectives left of the target, never less than kMinAlgorithmTimingUs:
+// the rungs up to 1 MiB trimmed to fit (never below kMinCandidatesInCache),
+// then challengers and refinements while it lasts (core/algorithm_timing.cpp;
+// the rungs past the caches have their own round budgets, above).
 // Without it, creation took 410-436 ms over Gloo (276 of them timing
 // algorithms, calls of tens of microseconds to milliseconds) and 0.7-1.3 s
 // with 8 ranks on 2 cores (the 1 MiB size alone 300 ms); the sizes and
