@@ -253,7 +253,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   for (std::size_t k = 0; k + 1 < sizes.size();) {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
-    const double cost = timing_cost_us(r.candidates.round_us, r.bytes, cache_bytes, kMinTimedRounds);
+    const double cost = timing_cost_us(r.candidates.round_us(), r.bytes, cache_bytes, kMinTimedRounds);
     if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs || cost > affordable()) {
       ++k;
       continue;

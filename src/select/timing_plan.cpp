@@ -118,7 +118,7 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // is for every larger message, so a round may cost more (once per setup:
   // the result is cached); where even that is too slow, the model's shape
   // carries the ratios measured at the size before.
-  if (contenders && c.round_us > (final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs)) c = {};
+  if (contenders && c.round_us() > (final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs)) c = {};
   return c;
 }
 
@@ -201,8 +201,6 @@ void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_byt
   }
   c.indices.resize(keep);
   c.us.resize(keep);
-  c.round_us = 0;
-  for (const double us : c.us) c.round_us += us;
 }
 
 }  // namespace comm

@@ -46,16 +46,20 @@ inline double calls_per_timed_call(std::size_t bytes, std::size_t cache_bytes) {
 }
 
 // The algorithms worth timing at one size (indices into the names, most
-// promising first), each one's estimated time of one call (`us`, parallel to
-// `indices`) and the estimated time of one round of them (their sum).
+// promising first) and each one's estimated time of one call (`us`, parallel
+// to `indices`).
 struct TimingCandidates {
   std::vector<std::size_t> indices;
   std::vector<double> us;
-  double round_us = 0;
   void add(std::size_t index, double estimate_us) {
     indices.push_back(index);
     us.push_back(estimate_us);
-    round_us += estimate_us;
+  }
+  /// The estimated time of one round of them.
+  double round_us() const {
+    double sum = 0;
+    for (const double u : us) sum += u;
+    return sum;
   }
 };
 

@@ -188,7 +188,7 @@ TEST_CASE("timing plan: where the fastest changes between two timed sizes, the s
     round += e;
     if (p.names[i] != at_lo && p.names[i] != at_hi) CHECK(e <= kRefinementWithin * best);
   }
-  CHECK(r.candidates.round_us == doctest::Approx(round));
+  CHECK(r.candidates.round_us() == doctest::Approx(round));
   // Uneven logs round down; neighbours closer than 4x have nothing between.
   CHECK(refinement_between(p.s, p.names, 8, lo, p.so_far).bytes == 128);  // 2^((3 + 12) / 2)
   CHECK(refinement_between(p.s, p.names, lo, 2 * lo, p.so_far).bytes == 0);
@@ -236,7 +236,7 @@ TEST_CASE("timing plan: an algorithm untimed at a size the corrected model now p
   for (const auto& a : p.names)
     if (const double e = p.s.predict(Collective::allreduce, a, mid); e >= 0)
       CHECK(p.s.predict(Collective::allreduce, challenger, mid) <= e);
-  CHECK(c.round_us == doctest::Approx(p.s.predict(Collective::allreduce, challenger, mid) +
+  CHECK(c.round_us() == doctest::Approx(p.s.predict(Collective::allreduce, challenger, mid) +
                                       p.s.predict(Collective::allreduce, slow, mid)));
 
   Plan quiet;  // the one timed there stays the fastest: nothing to challenge
@@ -316,16 +316,16 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   fit_to_budget(fits, 4096, cache, 2, 11.0 * 3.0 + 1.0);  // the first two, not the third
   CHECK(fits.indices == std::vector<std::size_t>{4, 1});
   CHECK(fits.us == std::vector<double>{1.0, 2.0});
-  CHECK(fits.round_us == doctest::Approx(3.0));
+  CHECK(fits.round_us() == doctest::Approx(3.0));
   TimingCandidates all = c;
   fit_to_budget(all, 4096, cache, 2, 1e9);
   CHECK(all.indices == c.indices);
-  CHECK(all.round_us == doctest::Approx(7.0));
+  CHECK(all.round_us() == doctest::Approx(7.0));
   TimingCandidates none = c;
   fit_to_budget(none, 4096, cache, 2, 10.0);  // not even the first
   CHECK(none.indices.empty());
   CHECK(none.us.empty());
-  CHECK(none.round_us == 0.0);
+  CHECK(none.round_us() == 0.0);
   TimingCandidates floor = c;
   fit_to_budget(floor, 4096, cache, 2, 10.0, 2);  // the first two whatever the budget, then what fits
   CHECK(floor.indices == std::vector<std::size_t>{4, 1});
