@@ -139,6 +139,8 @@ class Selector {
     std::vector<bool> direct;                  // parallel to names: the direct engine's
     std::array<int, 65> bucket_choice;         // index into names, -1 = not evaluated
     mutable std::vector<signed char> rank_ordered;  // parallel to names: -1 not computed yet, 0, 1
+    // (index into names, bytes) -> the schedule's bare model (predict_model).
+    mutable std::map<std::pair<std::size_t, std::size_t>, double> modelled;
     // Parallel to names: the smallest and largest size the measured profile
     // has for ours and the direct engine's (empty, first > second: none).
     std::vector<std::pair<std::size_t, std::size_t>> measured_sizes;
