@@ -113,15 +113,6 @@ void log_timed(std::size_t points, std::size_t algorithms, calib::Clock::time_po
                                   << " ms (budget " << static_cast<long>(budget_us / 1000) << " ms)");
 }
 
-// What timing one size took, warm-up rounds and untimed calls included.
-double time_spent(const std::vector<double>& times, int iterations, int warmup, double calls_per_timed) {
-  if (iterations == 0) return 0;
-  double spent = 0;
-  for (const double t : times) spent += t;
-  const double rounds = static_cast<double>(iterations) / kTimedPerTurn;
-  return spent * calls_per_timed * (static_cast<double>(warmup) / kTimedPerTurn + rounds) / rounds;
-}
-
 }  // namespace
 
 std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector<std::string>& names,
@@ -186,16 +177,18 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 // The ladder first (select/timing_plan.hpp), then what is optional while the
 // budget lasts: challengers at each rung, then refinements where the fastest
 // changes between neighbouring sizes, halving the gap. Past the caches the
-// rungs keep only their own round budgets (worth_timing): there the model's
-// from-memory rates mislead most, and when the budget dropped them auto picked
-// 1.18-1.39x the best from 8 MiB on (ofi shm, shm, UCX tcp). Every decision
-// uses only what every rank agreed on (the slowest rank's medians and the
-// time spent by them), so every rank times alike.
+// rungs keep their own round budgets (worth_timing) and only the cap on the
+// whole calibration (kCalibrationCapUs): there the model's from-memory rates
+// mislead most, and when the budget dropped them auto picked 1.18-1.39x the
+// best from 8 MiB on (ofi shm, shm, UCX tcp). Every decision uses only what
+// every rank agreed on (the slowest rank's medians, elapsed and spent
+// times), so every rank times alike.
 NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   const auto began = calib::Clock::now();
   // By the slowest rank's time so far, so that every rank plans the same timing.
-  const double budget_us = algorithm_timing_budget_us(slowest_rank(calibration_elapsed_us));
-  double spent_us = 0;  // by the slowest rank's times: the same on every rank
+  const double elapsed_before_us = slowest_rank(calibration_elapsed_us);
+  const double budget_us = algorithm_timing_budget_us(elapsed_before_us);
+  double spent_us = 0;  // by the slowest rank's clock: the same on every rank
   const std::size_t cache_bytes = selector_->compute().cache_bytes;
   const std::vector<std::string> names = own_algorithms(*selector_);
   std::vector<float> in, out;  // fit_timing_buffers grows them
@@ -210,16 +203,21 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     fit_timing_buffers(in, out, bytes, call);
     call.in_bytes = call.out_bytes = bytes;
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
+    const auto size_began = calib::Clock::now();
     quiesce_windows();
     const auto mine = time_rounds(names, c.indices, call, kWarmupRounds, min_rounds,
                                   std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
     std::vector<double> times;
     collect(c.indices, names.size(), bytes, mine, iterations, points, times);
+    // What the size took, barriers and untimed calls included, goes with the
+    // times into the exchange: the slowest rank's figure, the same on every rank.
+    times.push_back(calib::micros(calib::Clock::now() - size_began));
     slowest_rank(times);
+    const double spent = times.back();
+    times.pop_back();
     add_point_times(profile, names, points, times);
     timed += points.size();
-    const double spent = time_spent(times, iterations, kWarmupRounds, calls_per_timed_call(bytes, cache_bytes));
     spent_us += spent;
     return spent;
   };
@@ -243,6 +241,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     const bool in_cache = bytes < kContendersFrom;
     const int min_rounds = in_cache ? kMinTimedRounds : kMinTimedRoundsLast;
     if (in_cache) fit_to_budget(c, bytes, cache_bytes, min_rounds, budget_left(), kMinCandidatesInCache);
+    else cap_past_caches(c, bytes, cache_bytes, min_rounds, elapsed_before_us + spent_us);
     if (c.indices.empty()) continue;
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     sizes.push_back(bytes);

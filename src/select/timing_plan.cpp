@@ -203,4 +203,8 @@ void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_byt
   c.us.resize(keep);
 }
 
+void cap_past_caches(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double so_far_us) {
+  if (so_far_us + timing_cost_us(c.round_us(), bytes, cache_bytes, rounds) > kCalibrationCapUs) c = {};
+}
+
 }  // namespace comm

@@ -330,6 +330,17 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   fit_to_budget(floor, 4096, cache, 2, 10.0, 2);  // the first two whatever the budget, then what fits
   CHECK(floor.indices == std::vector<std::size_t>{4, 1});
 
+  // Past the caches a rung is timed whole or not at all, as long as calibration stays under its cap.
+  constexpr std::size_t big = std::size_t{8} << 20;
+  const double rung = timing_cost_us(c.round_us(), big, cache, 1);  // 3 calls each: 21
+  TimingCandidates under = c;
+  cap_past_caches(under, big, cache, 1, kCalibrationCapUs - rung - 1.0);
+  CHECK(under.indices == c.indices);
+  TimingCandidates over = c;
+  cap_past_caches(over, big, cache, 1, kCalibrationCapUs - rung + 1.0);
+  CHECK(over.indices.empty());
+  CHECK(over.us.empty());
+
   // What timing algorithms may spend: the target less what calibration spent before, never below the floor.
   CHECK(algorithm_timing_budget_us(80000) == doctest::Approx(kCalibrationTargetUs - 80000));
   CHECK(algorithm_timing_budget_us(kCalibrationTargetUs) == doctest::Approx(kMinAlgorithmTimingUs));
