@@ -15,8 +15,8 @@ namespace comm {
 namespace {
 
 // Powers of two: the selector evaluates each size bucket at 2^b, and the
-// curve is exact at these. Beyond 4 MiB (the cache regime's end) the curve is
-// extended with the link's large-data slowdown (see NativeProfile::predict).
+// curve is exact at these. Beyond 4 MiB the curve continues the 1-4 MiB
+// segment's time per byte (see NativeProfile::predict).
 constexpr std::size_t kNativeLadder[] = {8, 4096, 65536, std::size_t{1} << 20, std::size_t{4} << 20};
 // Fewer of the slow large ones: calibration must stay a small part of creation.
 int warmup_for(std::size_t bytes) { return bytes >= (std::size_t{1} << 20) ? 1 : 2; }

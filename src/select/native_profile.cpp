@@ -20,8 +20,7 @@ void NativeProfile::set(Collective c, std::string algorithm, std::vector<std::pa
   curves.push_back({c, std::move(algorithm), std::move(points)});
 }
 
-double NativeProfile::predict(Collective c, std::string_view algorithm, std::size_t bytes, std::size_t cache_bytes,
-                              double large_slowdown) const {
+double NativeProfile::predict(Collective c, std::string_view algorithm, std::size_t bytes) const {
   const NativeCurve* curve = find(c, algorithm);
   if (!curve || curve->points.empty()) return -1.0;
   const auto& p = curve->points;
@@ -38,10 +37,7 @@ double NativeProfile::predict(Collective c, std::string_view algorithm, std::siz
       p.size() < 2 ? 0.0
                    : std::max(0.0, (last.second - p[p.size() - 2].second) /
                                        static_cast<double>(last.first - p[p.size() - 2].first));
-  const double from = static_cast<double>(std::max(last.first, cache_bytes));
-  const double in_cache = std::max(0.0, std::min(x, from) - static_cast<double>(last.first));
-  const double beyond = std::max(0.0, x - from);
-  return last.second + slope * (in_cache + beyond * std::max(1.0, large_slowdown));
+  return last.second + slope * (x - static_cast<double>(last.first));
 }
 
 }  // namespace comm

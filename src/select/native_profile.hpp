@@ -30,10 +30,13 @@ struct NativeProfile {
   /// Predicted µs at `bytes`, negative without a curve. Between points the
   /// time is interpolated linearly in bytes (exact for alpha + bytes/beta);
   /// below the first point it is the first point's; beyond the last it grows
-  /// with the last segment's time per byte, times `large_slowdown` for bytes
-  /// past `cache_bytes` (data from memory rather than cache; 1 = none).
-  double predict(Collective c, std::string_view algorithm, std::size_t bytes, std::size_t cache_bytes = 0,
-                 double large_slowdown = 1.0) const;
+  /// with the last segment's time per byte. That segment (1-4 MiB from
+  /// calibration) already runs at the from-memory rate: Gloo's two allreduce
+  /// algorithms, extrapolated from it to 8-64 MiB, came within 0.79-1.24x of
+  /// their measured time (tools/selection-check.sh, 2 of 3 runs; the third
+  /// calibrated in a slow spell), where slowing the extension down further by
+  /// the link's in-cache / from-memory rate ratio put them at 1.2-2.5x.
+  double predict(Collective c, std::string_view algorithm, std::size_t bytes) const;
 };
 
 }  // namespace comm

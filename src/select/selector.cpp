@@ -132,12 +132,7 @@ void Selector::set_native_profile(NativeProfile profile) {
 }
 
 double Selector::predict_native(Collective c, std::string_view name, std::size_t bytes) const {
-  if (native_profile_.find(c, name)) {
-    // Past the cache the data streams from memory: the links' own slowdown.
-    const LinkInfo& l = links_.at(0, nranks_ > 1 ? 1 : 0);
-    const double slowdown = l.beta_large_gbps > 0 ? l.beta_gbps / l.beta_large_gbps : 1.0;
-    return native_profile_.predict(c, name, bytes, compute_.cache_bytes, slowdown);
-  }
+  if (native_profile_.find(c, name)) return native_profile_.predict(c, name, bytes);
   return native_ ? native_->predict_us(c, name, bytes) : -1.0;
 }
 
