@@ -175,8 +175,10 @@ std::string CommunicatorImpl::connect() {
   create_engines();
   // When it calibrates, it times our algorithms through the engines, over a
   // selector made from the figures just measured (the one kept).
+  const algo::HostGroups& hosts = plans_.hosts();
+  const int ranks_here = hosts.host_size(hosts.host_of[static_cast<std::size_t>(rank_)]);
   TuningOutcome tuned = tune_figures(
-      *transport_, *store_, rank_, size_, config_, links, compute,
+      *transport_, *store_, rank_, size_, ranks_here, config_, links, compute,
       [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native,
           double calibration_elapsed_us) {
         create_selector(measured, measured_compute, native, overrides);

@@ -70,7 +70,9 @@ struct LinkFit {
 // timed eager.
 LinkFit fit_link(const std::vector<std::pair<std::size_t, double>>& samples);
 
-void calibrate_links(Transport& transport, Store& store, int rank, int size, LinkMatrix& links,
+// `ranks_here`: the ranks on this rank's host, itself included (they share
+// its memory bus and cache while the host's compute is measured).
+void calibrate_links(Transport& transport, Store& store, int rank, int size, int ranks_here, LinkMatrix& links,
                      ComputeParams& compute, std::chrono::milliseconds timeout);
 
 }  // namespace comm

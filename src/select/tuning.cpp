@@ -228,7 +228,7 @@ std::string stale_because(const PointTimer& time_points, const LinkMatrix& links
 // MiB in one calibration and 126 in the next, and auto ran `direct` at 2.5x
 // the best from 2 MiB on. So the figures are checked at once as a cached
 // file is, and measured once more if they already look slow.
-void calibrate_checked(Transport& transport, Store& store, int rank, int size, const Config& config,
+void calibrate_checked(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
                        LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
                        const PointTimer& time_points, TuningOutcome& out) {
   const LinkMatrix nominal_links = links;
@@ -238,7 +238,7 @@ void calibrate_checked(Transport& transport, Store& store, int rank, int size, c
     const auto began = Clock::now();
     links = nominal_links;
     compute = nominal_compute;
-    calibrate_links(transport, on, rank, size, links, compute, config.timeout);
+    calibrate_links(transport, on, rank, size, ranks_here, links, compute, config.timeout);
     if (NativeCollectives* native = transport.native())
       out.native = calibrate_native(*native, on, rank, size, config.timeout);
     if (time_algorithms)
@@ -272,8 +272,9 @@ TuningOutcome without_calibration(Store& store, int rank, int size, const Config
   return out;
 }
 
-TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const Config& config, LinkMatrix& links,
-                   ComputeParams& compute, const AlgorithmTimer& time_algorithms, const PointTimer& time_points) {
+TuningOutcome tune(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
+                   LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
+                   const PointTimer& time_points) {
   const TransportCaps caps = transport.caps();
   const bool measurable = size > 1 && !caps.stream_ordered && caps.host_memory;
   if (!config.calibrate || !measurable) return without_calibration(store, rank, size, config, links, compute);
@@ -320,7 +321,8 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
 
   const auto t0 = Clock::now();
   const HostLoadSample load_before = sample_host_load();
-  calibrate_checked(transport, store, rank, size, config, links, compute, time_algorithms, time_points, out);
+  calibrate_checked(transport, store, rank, size, ranks_here, config, links, compute, time_algorithms, time_points,
+                    out);
   out.source = "calibrated at creation (" + describe_ms(t0) + ")";
   if (!stale_note.empty()) out.source += ", replacing a cache measured in a slow spell (" + stale_note + ")";
   if (path.empty()) return out;
@@ -343,10 +345,11 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, const
 
 }  // namespace
 
-TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
+TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
                            LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
                            const PointTimer& time_points) {
-  TuningOutcome out = tune(transport, store, rank, size, config, links, compute, time_algorithms, time_points);
+  TuningOutcome out =
+      tune(transport, store, rank, size, ranks_here, config, links, compute, time_algorithms, time_points);
   if (size > 1) finish_together(store, rank, size, config.timeout);
   return out;
 }

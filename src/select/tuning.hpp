@@ -101,7 +101,8 @@ std::vector<CacheCheck> cache_check_points(const NativeProfile& measured);
 // Overwrites `links` and `compute` with the figures chosen. Throws
 // invalid_config for a malformed or unwritable tuning file named in `config`,
 // timeout if a rank does not take part, or the transport's error.
-TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, const Config& config,
+// `ranks_here`: the ranks on this rank's host, itself included.
+TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
                            LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms = {},
                            const PointTimer& time_points = {});
 

@@ -44,7 +44,7 @@ std::vector<RankResult> tune(int n, const Config& base, const AlgorithmTimer& ti
   test::run_transports(n, base, [&](int r, Transport& t, Store& store, const Config& cfg) {
     RankResult& mine = out[static_cast<std::size_t>(r)];
     mine.links = nominal(n);
-    mine.outcome = tune_figures(t, store, r, n, cfg, mine.links, mine.compute, timer, points);
+    mine.outcome = tune_figures(t, store, r, n, n, cfg, mine.links, mine.compute, timer, points);
   });
   return out;
 }
