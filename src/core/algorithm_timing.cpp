@@ -97,6 +97,7 @@ void fit_timing_buffers(std::vector<float>& in, std::vector<float>& out, std::si
     call.output = out.data();
   }
   call.count = bytes / sizeof(float);
+  call.in_bytes = call.out_bytes = bytes;
 }
 
 // Rank 0's one line on what time_algorithms timed, how long it took and what it might spend.
@@ -189,13 +190,12 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   NativeProfile profile;
   std::size_t timed = 0;
   Call call = timing_call(in.data(), out.data());
-  // Times `c` at `bytes` and adds the point times to the profile; returns the
-  // time it took by the slowest rank's times, the same figure on every rank.
   const auto budget_left = [&] { return budget_us - spent_us; };
   const auto affordable = [&] { return std::max(budget_left(), kAlwaysAffordableUs); };
+  // Times `c` at `bytes` and adds the point times to the profile; returns the
+  // time it took by the slowest rank's clock, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double size_budget_us) {
     fit_timing_buffers(in, out, bytes, call);
-    call.in_bytes = call.out_bytes = bytes;
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     const auto size_began = calib::Clock::now();
     quiesce_windows();
