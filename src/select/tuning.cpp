@@ -248,7 +248,7 @@ std::string stale_because(const Checked& c, bool suspects) {
 // check: on this project's VM, shm's shared-window writes took 503 us at 1
 // MiB in one calibration and 126 in the next, and auto ran `direct` at 2.5x
 // the best from 2 MiB on. So the figures are checked at once as a cached
-// file is, and measured once more if they already look slow.
+// file is, and measured once more if a size's fastest already looks slow.
 void calibrate_checked(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
                        LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
                        const PointTimer& time_points, TuningOutcome& out) {
