@@ -52,8 +52,14 @@ double point_time(const Point& p, const std::vector<double>& times) {
 // measured earlier at the same size.
 void add_point_times(NativeProfile& profile, const std::vector<std::string>& names, const std::vector<Point>& points,
                      const std::vector<double>& times) {
-  for (const Point& p : points)
-    profile.set_point(Collective::allreduce, names[p.algorithm], p.bytes, point_time(p, times));
+  for (const Point& p : points) {
+    const double us = point_time(p, times);
+    const NativeCurve* had = profile.find(Collective::allreduce, names[p.algorithm]);
+    std::vector<std::pair<std::size_t, double>> curve = had ? had->points : decltype(curve){};
+    std::erase_if(curve, [&](const auto& point) { return point.first == p.bytes; });
+    curve.emplace_back(p.bytes, us);
+    profile.set(Collective::allreduce, names[p.algorithm], std::move(curve));
+  }
 }
 
 // The points timed at one size (candidates refused there are left out) and

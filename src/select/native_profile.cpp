@@ -20,14 +20,6 @@ void NativeProfile::set(Collective c, std::string algorithm, std::vector<std::pa
   curves.push_back({c, std::move(algorithm), std::move(points)});
 }
 
-void NativeProfile::set_point(Collective c, const std::string& algorithm, std::size_t bytes, double us) {
-  const NativeCurve* had = find(c, algorithm);
-  std::vector<std::pair<std::size_t, double>> points = had ? had->points : decltype(points){};
-  std::erase_if(points, [&](const auto& p) { return p.first == bytes; });
-  points.emplace_back(bytes, us);
-  set(c, algorithm, std::move(points));
-}
-
 double NativeProfile::predict(Collective c, std::string_view algorithm, std::size_t bytes) const {
   const NativeCurve* curve = find(c, algorithm);
   if (!curve || curve->points.empty()) return -1.0;

@@ -27,8 +27,6 @@ struct NativeProfile {
   const NativeCurve* find(Collective c, std::string_view algorithm) const;
   /// Adds or replaces the curve for (c, algorithm); sorts its points.
   void set(Collective c, std::string algorithm, std::vector<std::pair<std::size_t, double>> points);
-  /// Adds or replaces the point at `bytes` of (c, algorithm)'s curve (made if there is none).
-  void set_point(Collective c, const std::string& algorithm, std::size_t bytes, double us);
   /// Predicted µs at `bytes`, negative without a curve. Between points the
   /// time is interpolated linearly in bytes (exact for alpha + bytes/beta);
   /// below the first point it is the first point's; beyond the last it grows

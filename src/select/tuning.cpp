@@ -201,44 +201,23 @@ std::string local_fingerprint() {
 
 namespace {
 
-// The check points of `measured` (cache_check_points) and their times now
-// (negative: not timed).
-struct Checked {
-  std::vector<CacheCheck> checks;
-  std::vector<double> now;
-  // Whether point i took under its figure / kStaleCacheFactor now.
-  bool faster_now(std::size_t i) const {
-    return i < now.size() && now[i] >= 0 && now[i] * kStaleCacheFactor < checks[i].cached_us;
-  }
-  // "ring at 65536 B took 50.0 us now against 120.0 us <then>".
-  std::string describe(std::size_t i, std::string_view then) const {
-    return checks[i].point.algorithm + " at " + std::to_string(checks[i].point.bytes) + " B took " +
-           util::fixed(now[i], 1) + " us now against " + util::fixed(checks[i].cached_us, 1) + " us " +
-           std::string(then);
-  }
-};
-
-Checked time_checks(const PointTimer& time_points, const LinkMatrix& links, const ComputeParams& compute,
-                    const NativeProfile& native, const NativeProfile& measured) {
-  Checked c;
-  if (!time_points) return c;
-  c.checks = cache_check_points(measured);
-  if (c.checks.empty()) return c;
-  c.now = time_points(links, compute, native, c.checks);
-  for (std::size_t i = 0; i < c.checks.size() && i < c.now.size(); ++i)
-    if (c.now[i] >= 0)
-      COMM_DEBUG("calibration check: " << c.checks[i].point.algorithm << " at " << c.checks[i].point.bytes << " B: "
-                                       << util::fixed(c.now[i], 1) << " us now, "
-                                       << util::fixed(c.checks[i].cached_us, 1) << " us before");
-  return c;
-}
-
-// Why the figures checked are stale ("" when they are not): a point timed now
-// under its figure / kStaleCacheFactor; with `suspects` false, only a point
-// timed whatever its figure (each size's fastest) counts.
-std::string stale_because(const Checked& c, bool suspects) {
-  for (std::size_t i = 0; i < c.checks.size(); ++i)
-    if ((suspects || !c.checks[i].optional) && c.faster_now(i)) return c.describe(i, "cached");
+// Why a cached tuning is stale ("" when it is not): a check point timed now
+// under its cached time / kStaleCacheFactor.
+std::string stale_because(const PointTimer& time_points, const LinkMatrix& links, const ComputeParams& compute,
+                          const NativeProfile& native, const NativeProfile& measured) {
+  if (!time_points) return {};
+  const auto checks = cache_check_points(measured);
+  if (checks.empty()) return {};
+  const std::vector<double> now = time_points(links, compute, native, checks);
+  for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
+    if (now[i] >= 0)
+      COMM_DEBUG("calibration check: " << checks[i].point.algorithm << " at " << checks[i].point.bytes << " B: "
+                                       << util::fixed(now[i], 1) << " us now, " << util::fixed(checks[i].cached_us, 1)
+                                       << " us before");
+  for (std::size_t i = 0; i < checks.size() && i < now.size(); ++i)
+    if (const CacheCheck& c = checks[i]; now[i] >= 0 && now[i] * kStaleCacheFactor < c.cached_us)
+      return c.point.algorithm + " at " + std::to_string(c.point.bytes) + " B took " + util::fixed(now[i], 1) +
+             " us now against " + util::fixed(c.cached_us, 1) + " us cached";
   return {};
 }
 
@@ -248,7 +227,7 @@ std::string stale_because(const Checked& c, bool suspects) {
 // check: on this project's VM, shm's shared-window writes took 503 us at 1
 // MiB in one calibration and 126 in the next, and auto ran `direct` at 2.5x
 // the best from 2 MiB on. So the figures are checked at once as a cached
-// file is, and measured once more if a size's fastest already looks slow.
+// file is, and measured once more if they already look slow.
 void calibrate_checked(Transport& transport, Store& store, int rank, int size, int ranks_here, const Config& config,
                        LinkMatrix& links, ComputeParams& compute, const AlgorithmTimer& time_algorithms,
                        const PointTimer& time_points, TuningOutcome& out) {
@@ -268,23 +247,11 @@ void calibrate_checked(Transport& transport, Store& store, int rank, int size, i
           std::chrono::duration<double, std::micro>(Clock::now() - began).count());
   };
   calibrate(store);
-  const Checked checked = time_checks(time_points, links, compute, out.native, out.measured);
-  if (const std::string spell = stale_because(checked, false); !spell.empty()) {
+  if (const std::string spell = stale_because(time_points, links, compute, out.native, out.measured);
+      !spell.empty()) {
     if (rank == 0) COMM_INFO("calibration: the figures just measured look slow (" << spell << "); calibrating again");
     calibrate(*make_prefix_store(std::shared_ptr<Store>(&store, [](Store*) {}), "again/"));
-    return;
   }
-  // A suspect (the point furthest behind the model at its size) that took
-  // under half as long now is one noisy figure, not a spell: it was picked
-  // for being the furthest out, so measured again it usually comes back
-  // nearer (over Gloo, 2-rank creations calibrated twice in 3 of 4 runs, a
-  // suspect alone each time). It takes the time just measured.
-  for (std::size_t i = 0; i < checked.checks.size(); ++i)
-    if (checked.faster_now(i)) {
-      const AlgorithmPoint& p = checked.checks[i].point;
-      if (rank == 0) COMM_INFO("calibration: " << checked.describe(i, "in calibration") << "; the later time is kept");
-      out.measured.set_point(Collective::allreduce, p.algorithm, p.bytes, checked.now[i]);
-    }
 }
 
 // Calibration off or impossible: the file named explicitly, else the nominal figures.
@@ -332,7 +299,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, int r
     std::string checked;  // how long the check of a cached file took
     if (found && !explicit_file && ex.key_id == key.id) {
       const auto check_start = Clock::now();
-      stale_note = stale_because(time_checks(time_points, loaded, loaded_compute, ex.native, ex.measured), true);
+      stale_note = stale_because(time_points, loaded, loaded_compute, ex.native, ex.measured);
       if (!stale_note.empty() && rank == 0)
         COMM_INFO("calibration: the cached tuning " << path << " was measured in a slow spell (" << stale_note
                                                     << "); calibrating again");

@@ -30,8 +30,7 @@
 //    1.4 GB/s against 9.1 GB/s a job later; shared windows 8x slower for 20 s
 //    and more), so the setup is calibrated again and the file replaced.
 //    Figures just calibrated are checked the same way before they are saved,
-//    and measured once more if a size's fastest already looks slow (a
-//    suspect alone takes the time just measured).
+//    and measured once more if they already look slow.
 //  - Calibration off: the named tuning file if any, else the transports'
 //    nominal figures.
 // Single-rank groups and stream-ordered transports are not calibrated.
