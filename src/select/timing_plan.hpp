@@ -65,23 +65,13 @@ struct TimingCandidates {
 // collectives left of the target, never less than kMinAlgorithmTimingUs:
 // the rungs up to 1 MiB trimmed to fit (never below kMinCandidatesInCache),
 // then challengers and refinements while it lasts (core/algorithm_timing.cpp;
-// the rungs past the caches have their own round budgets, above, and a cap).
+// the rungs past the caches have their own round budgets, above, and the cap below).
 // Without it, creation took 410-436 ms over Gloo (276 of them timing
 // algorithms, calls of tens of microseconds to milliseconds) and 0.7-1.3 s
 // with 8 ranks on 2 cores (the 1 MiB size alone 300 ms); the sizes and
 // candidates left out carry the ratios measured beside them, as those past
 // the per-size budgets always have.
 inline constexpr double kCalibrationTargetUs = 280000, kMinAlgorithmTimingUs = 60000;
-// The rungs past the caches are timed only while calibration as a whole stays
-// under kCalibrationCapUs with them (by their estimated cost): with 8 ranks on
-// 2 cores the 8 MiB rung alone took 376 ms over ofi tcp (calls of ~60 ms,
-// every rank sharing a core with three others) and creation 1.0 s; on 2 ranks
-// calibration reaches them after 0.15-0.35 s and they cost 30-100 ms.
-inline constexpr double kCalibrationCapUs = 600000;
-// Drops the candidates of a rung past the caches (all of them) when timing
-// them for `rounds` rounds would take calibration, `so_far_us` into it, past
-// kCalibrationCapUs.
-void cap_past_caches(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double so_far_us);
 inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
   return std::max(kMinAlgorithmTimingUs, kCalibrationTargetUs - calibration_elapsed_us);
 }
@@ -105,6 +95,16 @@ void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_byt
 // there are two): the selector's ratios at the sizes past it and between
 // its rungs all start from these.
 inline constexpr std::size_t kMinCandidatesInCache = 2;
+// The rungs past the caches are timed only while calibration as a whole stays
+// under kCalibrationCapUs with them (by their estimated cost): with 8 ranks on
+// 2 cores the 8 MiB rung alone took 376 ms over ofi tcp (calls of ~60 ms,
+// every rank sharing a core with three others) and creation 1.0 s; on 2 ranks
+// calibration reaches them after 0.15-0.35 s and they cost 30-100 ms.
+inline constexpr double kCalibrationCapUs = 600000;
+// Drops the candidates of a rung past the caches (all of them) when timing
+// them for `rounds` rounds would take calibration, `so_far_us` into it, past
+// kCalibrationCapUs.
+void cap_past_caches(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double so_far_us);
 
 // `so_far`: what was measured at the smaller sizes of the ladder.
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
