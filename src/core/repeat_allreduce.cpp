@@ -61,9 +61,10 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   // the call first waits for a peer that is not there yet (HostCall::note),
   // or, when the peers were always there, after the call as one finished
   // record (one write, not a posted record and its update): never between
-  // this rank's signal and its look at the peers. The engine's deadline runs
-  // from its first wait that finds a flag missing (HostCall::deadline),
-  // microseconds after the call began.
+  // this rank's signal and its look at the peers. A posted record ends with
+  // FlightRecorder::finish, which leaves the entry's update to the next write.
+  // The engine's deadline runs from its first wait that finds a flag missing
+  // (HostCall::deadline), microseconds after the call began.
   struct Note {
     CommunicatorImpl* self;
     bool noted = false;
@@ -89,7 +90,7 @@ bool CommunicatorImpl::repeat_allreduce(const void* in, void* out, std::size_t c
   }
   o.state = Operation::State::done;
   if (note.noted)
-    recorder_.update(o.id, OpState::done, 1, 1);
+    recorder_.finish(o.id, recorder_.now_us());
   else
     note_repeat(OpState::done);
   return true;

@@ -60,6 +60,7 @@ void FlightRecorder::resize(std::size_t capacity) {
   errors_.assign(n, std::string());
   mask_ = n - 1;
   recorded_.store(0, std::memory_order_release);
+  finished_.store(0, std::memory_order_release);
 }
 
 void FlightRecorder::begin_write(Entry& e) noexcept {
@@ -100,6 +101,7 @@ bool FlightRecorder::read(const Entry& e, FlightRecord& r, std::uint64_t& versio
 void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collective, std::string_view algorithm,
                           std::size_t bytes, DataType dtype, ReduceOp op, int root, double start_us,
                           OpState state) {
+  settle();
   Entry& e = ring_[id & mask_];
   begin_write(e);
   put(e.id, id);
@@ -127,6 +129,7 @@ void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collec
 
 void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_done,
                             std::size_t steps_total, std::string_view error) {
+  settle();
   Entry& e = ring_[id & mask_];
   if (get(e.id) != id) return;  // overwritten by a newer operation
   begin_write(e);
@@ -142,9 +145,35 @@ void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_d
   end_write(e);
 }
 
+void FlightRecorder::settle() {
+  const std::uint64_t finished = get(finished_);
+  if (finished == 0) return;
+  const std::uint64_t id = finished - 1;
+  Entry& e = ring_[id & mask_];
+  if (get(e.id) == id) {
+    begin_write(e);
+    put(e.state, OpState::done);
+    put(e.steps_done, 1);
+    put(e.steps_total, 1);
+    put(e.end_us, get(finished_end_us_));
+    end_write(e);
+  }
+  finished_.store(0, std::memory_order_release);  // after the entry: a reader sees one or the other
+}
+
 std::vector<FlightRecord> FlightRecorder::snapshot() const {
   const std::uint64_t recorded = recorded_.load(std::memory_order_acquire);
   const std::uint64_t n = std::min<std::uint64_t>(recorded, mask_ + 1);
+  // An operation finish()ed but not settled yet reads as done (the id and
+  // the end of one finish(): the id did not change while the end was read).
+  std::uint64_t finished = 0;
+  double finished_end_us = -1;
+  for (std::uint64_t again = finished_.load(std::memory_order_acquire); finished != again;) {
+    finished = again;
+    finished_end_us = finished_end_us_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    again = finished_.load(std::memory_order_relaxed);
+  }
   std::vector<FlightRecord> out;
   out.reserve(n);
   for (std::uint64_t k = recorded - n; k < recorded; ++k) {
@@ -165,7 +194,13 @@ std::vector<FlightRecord> FlightRecorder::snapshot() const {
       r.error = errors_[at];
       got = ring_[at].version.load(std::memory_order_acquire) == version;
     }
-    if (got) out.push_back(std::move(r));
+    if (!got) continue;
+    if (finished != 0 && r.id == finished - 1 && r.state == OpState::posted) {
+      r.state = OpState::done;
+      r.steps_done = r.steps_total = 1;
+      r.end_us = finished_end_us;
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace comm;
@@ -186,6 +187,29 @@ TEST_CASE("creating and destroying 200 communicators leaks no descriptors or thr
   CHECK(settled("/proc/self/task", threads) == threads);
 }
 
+TEST_CASE("flight recorder: a finished operation reads as done before and after its entry is settled") {
+  using comm::detail::FlightRecord;
+  using comm::detail::FlightRecorder;
+  using comm::detail::OpState;
+  FlightRecorder recorder(8);
+  const auto state_of = [&](std::uint64_t id) {
+    for (const FlightRecord& r : recorder.snapshot())
+      if (r.id == id) return std::make_tuple(r.state, r.steps_done, r.steps_total, r.end_us);
+    FAIL("operation " << id << " is not in the recorder");
+    return std::make_tuple(OpState::failed, std::size_t{0}, std::size_t{0}, 0.0);
+  };
+  recorder.post(0, 1, Collective::allreduce, "mem_oneshot", 8, DataType::f32, ReduceOp::sum, -1, 10.0);
+  CHECK(state_of(0) == std::make_tuple(OpState::posted, std::size_t{0}, std::size_t{0}, -1.0));
+  recorder.finish(0, 12.5);  // not settled: the reader applies it
+  CHECK(state_of(0) == std::make_tuple(OpState::done, std::size_t{1}, std::size_t{1}, 12.5));
+  recorder.post(1, 2, Collective::allreduce, "mem_oneshot", 8, DataType::f32, ReduceOp::sum, -1, 13.0);
+  recorder.finish(1, 14.0);  // 0's entry was settled by the post; 1 is the one pending now
+  CHECK(state_of(0) == std::make_tuple(OpState::done, std::size_t{1}, std::size_t{1}, 12.5));
+  CHECK(state_of(1) == std::make_tuple(OpState::done, std::size_t{1}, std::size_t{1}, 14.0));
+  recorder.update(1, OpState::failed, 0, 1, "later");  // an update settles first, then applies
+  CHECK(std::get<0>(state_of(1)) == OpState::failed);
+}
+
 TEST_CASE("flight recorder: a dump racing the writer never reads a torn entry") {
   // The writer derives every field from the operation's id, so a reader can
   // check that each entry it returns is one operation's, at one moment.
@@ -208,6 +232,8 @@ TEST_CASE("flight recorder: a dump racing the writer never reads a torn entry") 
                     static_cast<int>(id % 5), static_cast<double>(id));
       if (id % 100 == 0)
         recorder.update(id, OpState::failed, 0, 1, message(id));
+      else if (id % 7 == 3)
+        recorder.finish(id, static_cast<double>(id) + 0.5);
       else
         recorder.update(id, OpState::done, id % 4, 3 + id % 4);
       written = id + 1;
@@ -225,7 +251,9 @@ TEST_CASE("flight recorder: a dump racing the writer never reads a torn entry") 
       switch (r.state) {
         case OpState::posted: ok = ok && r.steps_done == 0 && r.end_us == -1 && r.error.empty(); break;
         case OpState::done:
-          ok = ok && id % 100 != 0 && r.steps_done == id % 4 && r.steps_total == 3 + id % 4 && r.error.empty();
+          ok = ok && id % 100 != 0 && r.error.empty() &&
+               (id % 7 == 3 ? r.steps_done == 1 && r.steps_total == 1 && r.end_us == static_cast<double>(id) + 0.5
+                            : r.steps_done == id % 4 && r.steps_total == 3 + id % 4);
           break;
         case OpState::failed:
           ok = ok && id % 100 == 0 && r.error == message(id);
