@@ -74,7 +74,7 @@ shm::ShmTransport& shm_of(Transport& t) { return dynamic_cast<shm::ShmTransport&
 
 }  // namespace
 
-TEST_CASE("shm layout: regions are disjoint, windows page-aligned, sizes bounded") {
+TEST_CASE("shm layout: regions are disjoint, windows staggered through their pages, sizes bounded") {
   for (int n : {1, 2, 3, 4, 8, 13, 16}) {
     const shm::Layout l = shm::Layout::compute(n, 0, "COMM_SHM_SIZE");
     INFO("n=" << n);
@@ -85,9 +85,21 @@ TEST_CASE("shm layout: regions are disjoint, windows page-aligned, sizes bounded
       for (int b = 0; b < n; ++b)
         if (a != b) last_pair_end = std::max(last_pair_end, l.pair_offset(a, b) + l.pair_stride);
     CHECK(last_pair_end <= l.windows_off);
-    CHECK(l.window_offset(n - 1, shm::kSlots - 1) + l.window_bytes == l.total);
+    CHECK(l.window_offset(n - 1, shm::kSlots - 1) + l.window_bytes + shm::kWindowStagger == l.total);
     CHECK(l.window_offset(0, 0) % 4096 == 0);
     CHECK(l.window_bytes % 4096 == 0);
+    // Windows in order, disjoint, line-aligned, each at its own page offset
+    // (no two flags alias in the low 12 address bits).
+    std::vector<std::size_t> page_offsets;
+    for (int r = 0; r < n; ++r)
+      for (unsigned s = 0; s < shm::kSlots; ++s) {
+        const std::size_t at = l.window_offset(r, s);
+        CHECK(at % 64 == 0);
+        if (r + s > 0) CHECK(at >= l.window_offset(s ? r : r - 1, s ? s - 1 : shm::kSlots - 1) + l.window_bytes);
+        page_offsets.push_back(at % 4096);
+      }
+    std::sort(page_offsets.begin(), page_offsets.end());
+    CHECK(std::adjacent_find(page_offsets.begin(), page_offsets.end()) == page_offsets.end());
     // Every pair has its own region.
     std::vector<std::size_t> offs;
     for (int a = 0; a < n; ++a)

@@ -74,14 +74,14 @@ Layout Layout::compute(int n, std::size_t requested, const std::string& what) {
   if (requested == 0) {
     l.window_bytes = default_window(n);
   } else {
-    const std::size_t least = l.windows_off + per_window * kMinWindow;
+    const std::size_t least = l.windows_off + per_window * (kMinWindow + kWindowStagger);
     if (requested < least)
       throw Error(ErrorCode::invalid_config, what + " = " + std::to_string(requested) + " B is too small for " +
                                                  std::to_string(n) + " ranks: the segment needs at least " +
                                                  mib(least) + " (rings, control and two 64 KiB windows per rank)");
-    l.window_bytes = (requested - l.windows_off) / per_window / kPage * kPage;
+    l.window_bytes = ((requested - l.windows_off) / per_window - kWindowStagger) / kPage * kPage;
   }
-  l.total = l.windows_off + per_window * l.window_bytes;
+  l.total = l.windows_off + per_window * (l.window_bytes + kWindowStagger);
   return l;
 }
 
