@@ -186,8 +186,7 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 // times), so every rank times alike.
 NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   const auto began = calib::Clock::now();
-  // By the slowest rank's time so far, so that every rank plans the same timing.
-  const double elapsed_before_us = slowest_rank(calibration_elapsed_us);
+  const auto [elapsed_before_us, sync_us] = timing_start(calibration_elapsed_us);  // alike on every rank
   const double budget_us = algorithm_timing_budget_us(elapsed_before_us);
   double spent_us = 0;  // by the slowest rank's clock: the same on every rank
   const std::size_t cache_bytes = selector_->compute().cache_bytes;
@@ -229,7 +228,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     for (int k = 0; k < kMaxChallengers; ++k) {
       selector_->set_measured_profile(profile);
       TimingCandidates c = challenger_at(*selector_, names, bytes, profile);
-      fit_to_budget(c, bytes, cache_bytes, kMinTimedRounds, affordable());
+      fit_to_budget(c, {bytes, cache_bytes, kMinTimedRounds, sync_us}, affordable());
       if (c.indices.size() < 2) break;  // a challenger is timed beside its opponent or not at all
       spent += time_size(bytes, std::move(c), kMinTimedRounds, kRefinementBudgetPerSizeUs);
     }
@@ -240,8 +239,9 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
     const bool in_cache = bytes < kContendersFrom;
     const int min_rounds = in_cache ? kMinTimedRounds : kMinTimedRoundsLast;
-    if (in_cache) fit_to_budget(c, bytes, cache_bytes, min_rounds, budget_left(), kMinCandidatesInCache);
-    else cap_past_caches(c, bytes, cache_bytes, min_rounds, elapsed_before_us + spent_us);
+    const TimingCost cost{bytes, cache_bytes, min_rounds, sync_us};
+    if (in_cache) fit_to_budget(c, cost, budget_left(), kMinCandidatesInCache);
+    else cap_past_caches(c, cost, elapsed_before_us + spent_us);
     if (c.indices.empty()) continue;
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     sizes.push_back(bytes);
@@ -252,7 +252,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
   for (std::size_t k = 0; k + 1 < sizes.size();) {
     selector_->set_measured_profile(profile);
     const Refinement r = refinement_between(*selector_, names, sizes[k], sizes[k + 1], profile);
-    const double cost = timing_cost_us(r.candidates.round_us(), r.bytes, cache_bytes, kMinTimedRounds);
+    const double cost = TimingCost{r.bytes, cache_bytes, kMinTimedRounds, sync_us}.of(r.candidates);
     if (r.bytes == 0 || refinement_us + cost > kRefinementBudgetUs || cost > affordable()) {
       ++k;
       continue;
@@ -327,10 +327,18 @@ void CommunicatorImpl::quiesce_windows() {
   wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
 }
 
-double CommunicatorImpl::slowest_rank(double mine) {
-  std::vector<double> one{mine};
-  slowest_rank(one);
-  return one[0];
+std::pair<double, double> CommunicatorImpl::timing_start(double calibration_elapsed_us) {
+  constexpr int kBarriers = 5;
+  std::vector<double> barriers;
+  for (int k = 0; k < kBarriers; ++k) {
+    const auto t0 = calib::Clock::now();
+    wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
+    barriers.push_back(calib::micros(calib::Clock::now() - t0));
+  }
+  std::nth_element(barriers.begin(), barriers.begin() + kBarriers / 2, barriers.end());
+  std::vector<double> figures{calibration_elapsed_us, barriers[kBarriers / 2]};
+  slowest_rank(figures);
+  return {figures[0], figures[1]};
 }
 
 // Every iteration's time becomes the slowest rank's, in one exchange.

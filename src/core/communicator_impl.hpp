@@ -111,7 +111,11 @@ class CommunicatorImpl {
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
                                                int min_rounds, double budget_us, int& iterations);
   void slowest_rank(std::vector<double>& times);
-  double slowest_rank(double mine);
+  // What every rank plans time_algorithms with, by the slowest rank's clock:
+  // the time calibration took before it (`calibration_elapsed_us` here) and
+  // one barrier's time (select/timing_plan.hpp TimingCost::sync_us, the
+  // median of a few); collective.
+  std::pair<double, double> timing_start(double calibration_elapsed_us);
   // Before timing a size over the direct engine: once every rank is here no
   // peer still reads this rank's window (a peer may read it after this rank
   // returned from a call), so its data region is written afresh

@@ -190,21 +190,20 @@ TimingCandidates challenger_at(const Selector& corrected, const std::vector<std:
   return c;
 }
 
-void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double left_us,
-                   std::size_t at_least) {
+void fit_to_budget(TimingCandidates& c, const TimingCost& cost, double left_us, std::size_t at_least) {
   std::size_t keep = 0;
-  double cost = 0;
+  double spent = cost.per_size();
   for (; keep < c.indices.size(); ++keep) {
-    const double more = timing_cost_us(c.us[keep], bytes, cache_bytes, rounds);
-    if (keep >= at_least && cost + more > left_us) break;
-    cost += more;
+    const double more = cost.per_candidate(c.us[keep]);
+    if (keep >= at_least && spent + more > left_us) break;
+    spent += more;
   }
   c.indices.resize(keep);
   c.us.resize(keep);
 }
 
-void cap_past_caches(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double so_far_us) {
-  if (so_far_us + timing_cost_us(c.round_us(), bytes, cache_bytes, rounds) > kCalibrationCapUs) c = {};
+void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us) {
+  if (so_far_us + cost.of(c) > kCalibrationCapUs) c = {};
 }
 
 }  // namespace comm

@@ -80,16 +80,37 @@ inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
 // 0.1-1 ms, and the crossovers it places (mem_oneshot / mem_twoshot at 2-8
 // KiB) are decode's.
 inline constexpr double kAlwaysAffordableUs = 2000;
-// What timing candidates whose round takes `round_us` costs at `bytes`: the
-// warm-up round (one call per turn after its untimed ones) and `rounds` timed rounds.
-inline double timing_cost_us(double round_us, std::size_t bytes, std::size_t cache_bytes, int rounds) {
-  const int warm = warm_calls_per_turn(bytes, cache_bytes);
-  return round_us * (kWarmupRounds * (1 + warm) + rounds * (warm + kTimedPerTurn));
-}
+// What timing candidates at one size costs: their calls (the warm-up round's
+// one per turn after its untimed ones, then `rounds` timed rounds) and the
+// synchronisation around them, a barrier before each call a turn times (the
+// warm-up round's included) and each round's agreement on whether the size's
+// budget is spent, `sync_us` each (calibration times a few barriers before
+// it plans). Without the synchronisation the estimates were 1.3-2x under
+// what sizes took (Gloo 8 B: 21.7 ms for 12.3 estimated; 8 ranks on 2 cores
+// over ofi: a 4 KiB rung planned to fit took 54-81 ms).
+struct TimingCost {
+  std::size_t bytes = 0;
+  std::size_t cache_bytes = 0;
+  int rounds = 0;
+  double sync_us = 0;
+
+  // One candidate whose call takes `us`.
+  double per_candidate(double us) const {
+    const int warm = warm_calls_per_turn(bytes, cache_bytes);
+    return us * (kWarmupRounds * (1 + warm) + rounds * (warm + kTimedPerTurn)) +
+           sync_us * (kWarmupRounds + rounds * kTimedPerTurn);
+  }
+  // The size's own: every round's agreement.
+  double per_size() const { return sync_us * (kWarmupRounds + rounds); }
+  double of(const TimingCandidates& c) const {
+    double sum = per_size();
+    for (const double us : c.us) sum += per_candidate(us);
+    return sum;
+  }
+};
 // Keeps the most promising candidates (a prefix of `c`): the first
 // `at_least`, then as many more as fit `left_us`.
-void fit_to_budget(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double left_us,
-                   std::size_t at_least = 0);
+void fit_to_budget(TimingCandidates& c, const TimingCost& cost, double left_us, std::size_t at_least = 0);
 // Below kContendersFrom every ladder size is timed, over budget or not, with
 // at least this many of its candidates (two ways of moving the data, where
 // there are two): the selector's ratios at the sizes past it and between
@@ -102,9 +123,8 @@ inline constexpr std::size_t kMinCandidatesInCache = 2;
 // calibration reaches them after 0.15-0.35 s and they cost 30-100 ms.
 inline constexpr double kCalibrationCapUs = 600000;
 // Drops the candidates of a rung past the caches (all of them) when timing
-// them for `rounds` rounds would take calibration, `so_far_us` into it, past
-// kCalibrationCapUs.
-void cap_past_caches(TimingCandidates& c, std::size_t bytes, std::size_t cache_bytes, int rounds, double so_far_us);
+// them would take calibration, `so_far_us` into it, past kCalibrationCapUs.
+void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us);
 
 // `so_far`: what was measured at the smaller sizes of the ladder.
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,
