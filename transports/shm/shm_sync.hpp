@@ -94,9 +94,10 @@ template <class Ready, class Check>
 WaitOutcome Sync::wait_until(Ready&& ready, Check&& check, Clock::time_point deadline) {
   // Spin: the peer is usually a fraction of a microsecond away. The first
   // polls go without a pause or a clock read, either of which would delay
-  // seeing the flag by its own length (comm-bench 8 B, 2 ranks over shm:
-  // 3-10 ns of 165 on an EPYC VM); past them the pause keeps a long spin kind
-  // to a sibling hardware thread.
+  // seeing the flag by its own length (8 B, 2 ranks over shm on an EPYC VM,
+  // timed in one job against pausing polls, blocks alternating: 3-10 ns of
+  // ~165); past them the pause keeps a long spin kind to a sibling hardware
+  // thread.
   constexpr unsigned kEagerPolls = 64;
   for (unsigned i = 0; i < kEagerPolls; ++i)
     if (ready()) return WaitOutcome::ready;
