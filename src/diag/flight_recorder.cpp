@@ -130,13 +130,18 @@ void FlightRecorder::post(std::uint64_t id, std::uint64_t seq, Collective collec
 void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_done,
                             std::size_t steps_total, std::string_view error) {
   settle();
+  write_update(id, state, steps_done, steps_total, state != OpState::posted ? now_us() : -1.0, error);
+}
+
+void FlightRecorder::write_update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total,
+                                  double end_us, std::string_view error) {
   Entry& e = ring_[id & mask_];
   if (get(e.id) != id) return;  // overwritten by a newer operation
   begin_write(e);
   put(e.state, state);
   put(e.steps_done, steps_done);
   put(e.steps_total, steps_total);
-  if (state != OpState::posted) put(e.end_us, now_us());
+  if (state != OpState::posted) put(e.end_us, end_us);
   if (!error.empty()) {
     std::lock_guard lk(errors_mu_);
     errors_[id & mask_] = error;
@@ -148,16 +153,7 @@ void FlightRecorder::update(std::uint64_t id, OpState state, std::size_t steps_d
 void FlightRecorder::settle() {
   const std::uint64_t finished = get(finished_);
   if (finished == 0) return;
-  const std::uint64_t id = finished - 1;
-  Entry& e = ring_[id & mask_];
-  if (get(e.id) == id) {
-    begin_write(e);
-    put(e.state, OpState::done);
-    put(e.steps_done, 1);
-    put(e.steps_total, 1);
-    put(e.end_us, get(finished_end_us_));
-    end_write(e);
-  }
+  write_update(finished - 1, OpState::done, 1, 1, get(finished_end_us_), {});
   finished_.store(0, std::memory_order_release);  // after the entry: a reader sees one or the other
 }
 

@@ -94,6 +94,9 @@ class FlightRecorder {
   // The entry's fields (but the error message) as they stood at its even
   // `version`; false if it was being written.
   static bool read(const Entry& e, FlightRecord& r, std::uint64_t& version, bool& has_error) noexcept;
+  // update() without settling first, ending at `end_us` (unused for posted).
+  void write_update(std::uint64_t id, OpState state, std::size_t steps_done, std::size_t steps_total, double end_us,
+                    std::string_view error);
   // The writer's side of finish(): the finished operation's entry, updated.
   void settle();
 
