@@ -279,11 +279,19 @@ struct DumpDir {
   bool own = false;
 };
 
+// A fresh directory "<TMPDIR or /tmp>/commrun-<what>XXXXXX", or "" when none
+// could be made. TMPDIR as mkdtemp(1) reads it: a rig of emulated hosts points
+// it into its own work directory, which it removes even when it must SIGKILL us.
+std::string make_job_dir(const char* what) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/commrun-" + what + "XXXXXX";
+  return ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+}
+
 DumpDir make_dump_dir() {
   if (const char* d = std::getenv("COMM_DUMP_DIR"); d && *d) return {d, false};
-  char tmpl[] = "/tmp/commrun-XXXXXX";
-  if (::mkdtemp(tmpl)) return {tmpl, true};
-  return {};
+  std::string dir = make_job_dir("");
+  return {dir, !dir.empty()};
 }
 
 void remove_job_dirs(const JobEnv& job, const DumpDir& dumps) {
@@ -374,8 +382,7 @@ int main(int argc, char** argv) {
   if (signal_fd < 0) return 1;
 
   JobEnv job{store, token, dumps.path, {}, {}};
-  char exits_tmpl[] = "/tmp/commrun-exits-XXXXXX";
-  if (::mkdtemp(exits_tmpl)) job.exit_notes = exits_tmpl;
+  job.exit_notes = make_job_dir("exits-");
   std::vector<Rank> ranks;
   if (const int code = start_ranks(o, job, dumps, ranks); code != 0) return code;
 

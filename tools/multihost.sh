@@ -7,7 +7,8 @@
 #
 # Each emulated host is a network namespace with its own UTS, IPC and mount
 # namespaces (own hostname mh-h<K>, own SysV IPC, own /dev/shm tmpfs, own
-# /etc/hosts naming every emulated host), joined to the others by a veth pair
+# /etc/hosts naming every emulated host, own TMPDIR inside the rig's work
+# directory, so launchers killed with the rig leave nothing in /tmp), joined to the others by a veth pair
 # into a bridge that lives in a namespace of its own. Host K has address
 # 10.77.0.<K+1>/24 on its device mh0; nothing is created in this machine's own
 # network namespace, so the addresses exist only inside the rig.
@@ -172,7 +173,8 @@ export COMM_STORE_TOKEN
 offset=0
 for ((k = 0; k < nhosts; k++)); do
   n=${ranks_per_host[$k]}
-  env_k=(MH_WORKDIR="$workdir" UCX_NET_DEVICES=mh0 FI_TCP_IFACE=mh0 FI_NET_IFACE=mh0 COMM_IFACE="10.77.0.$((k + 1))"
+  mkdir "$workdir/tmp-h$k"
+  env_k=(MH_WORKDIR="$workdir" TMPDIR="$workdir/tmp-h$k" UCX_NET_DEVICES=mh0 FI_TCP_IFACE=mh0 FI_NET_IFACE=mh0 COMM_IFACE="10.77.0.$((k + 1))"
          MH_HOST="$k" MH_HOSTS="$nhosts" MH_WORLD="$world" MH_RANK_OFFSET="$offset" MH_LOCAL_RANKS="$n"
          MH_MASTER="10.77.0.1:$master_port" "${extra_env[@]}")
   if [[ $launcher == commrun ]]; then

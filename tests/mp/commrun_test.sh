@@ -82,6 +82,15 @@ sigterm)
     ! kill -0 "$(cat "$f")" 2>/dev/null || fail "rank process $(cat "$f") still alive"
   done
   ;;
+temp_dirs)
+  # commrun's own directories (exit notes, flight dumps) live under TMPDIR and
+  # are gone when the job ends, also when a rank failed.
+  mkdir "$WORK/tmp"
+  TMPDIR="$WORK/tmp" run -n 2 -- sh -c 'echo "$COMM_EXIT_NOTES $COMM_DUMP_DIR"; ls -d "$COMM_EXIT_NOTES" "$COMM_DUMP_DIR" >/dev/null || exit 5; exit $COMM_RANK'
+  expect_rc 1
+  expect_in "$OUT" "^\[r0\] $WORK/tmp/commrun-exits-[^ /]* $WORK/tmp/commrun-[^ /]*$"
+  [ -z "$(ls -A "$WORK/tmp")" ] || fail "left in TMPDIR: $(ls -A "$WORK/tmp")"
+  ;;
 allow_fail)
   run -n 3 --allow-fail 1 -- sh -c 'if [ "$COMM_RANK" = 1 ]; then kill -KILL $$; fi; sleep 0.3; echo done $COMM_RANK'
   expect_rc 0

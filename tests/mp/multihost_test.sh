@@ -4,7 +4,9 @@
 #                                     exit status on (77: no namespaces here, a skip)
 #   cleanup NAME <commrun>            a failing job, a job stopped by SIGTERM, and a
 #                                     rig killed by SIGKILL (swept by the next rig)
-# Every case then checks that no namespace of NAME is left (`ip netns list`).
+# Every case then checks that no namespace of NAME is left (`ip netns list`);
+# cleanup also runs the rigs with a TMPDIR of its own and checks that it ends
+# empty (commrun's directories of a killed launcher included).
 set -u
 RIG=$1
 CASE=$2
@@ -39,6 +41,9 @@ run)
   ;;
 cleanup)
   COMMRUN=$1
+  TMPDIR=$(mktemp -d)
+  export TMPDIR
+  trap 'rm -rf "$TMPDIR"' EXIT
   "$RIG" --name "$NAME" --commrun "$COMMRUN" --layout 1,1 -- sh -c 'exit 3'
   rc=$?
   [ $rc -eq 77 ] && exit 77
@@ -58,7 +63,11 @@ cleanup)
   [ -n "$(left)" ] || { echo "FAIL: expected the SIGKILLed rig's namespaces to remain until swept"; exit 1; }
   "$RIG" --name "${NAME}_sweeper" --commrun "$COMMRUN" --layout 1 -- true || { echo "FAIL: the sweeping rig failed"; exit 1; }
   check_clean
-  echo "PASS (cleanup): failure, SIGTERM and SIGKILL leave no namespaces"
+  if [ -n "$(ls -A "$TMPDIR")" ]; then
+    echo "FAIL: files left in the rigs' TMPDIR: $(ls -A "$TMPDIR" | tr '\n' ' ')"
+    exit 1
+  fi
+  echo "PASS (cleanup): failure, SIGTERM and SIGKILL leave no namespaces and nothing in TMPDIR"
   ;;
 *)
   echo "unknown case $CASE"
