@@ -15,6 +15,7 @@
 #include "util/log.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 namespace comm::detail {
@@ -125,11 +126,14 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   iterations = 0;
   std::vector<std::vector<double>> mine(names.size());
   const auto began = calib::Clock::now();
-  for (int k = 0; k < warmup + kMaxTimedRounds; ++k) {
-    // Every rank says whether its budget is spent; the sum is the same everywhere.
-    std::int32_t over = calib::micros(calib::Clock::now() - began) > budget_us ? 1 : 0;
-    wait(*run_internal(Collective::allreduce, &over, &over, 1, DataType::i32));
-    if (over > 0 && iterations >= min_rounds * kTimedPerTurn) break;
+  for (int k = 0; k < warmup + kMaxCheapRounds; ++k) {
+    // Every rank says whether its budget is spent and whether the size is
+    // past cheap; the sums are the same everywhere.
+    const double took_us = calib::micros(calib::Clock::now() - began);
+    std::array<std::int32_t, 2> over{took_us > budget_us ? 1 : 0, took_us > kCheapSizeUs ? 1 : 0};
+    wait(*run_internal(Collective::allreduce, over.data(), over.data(), over.size(), DataType::i32));
+    if (over[0] > 0 && iterations >= min_rounds * kTimedPerTurn) break;
+    if (over[1] > 0 && iterations >= kMaxTimedRounds * kTimedPerTurn) break;
     if (k >= warmup) iterations += kTimedPerTurn;
     // In an order that changes every round, so that no candidate always
     // follows the same one (util/carryover_order.hpp).

@@ -35,6 +35,15 @@ inline constexpr std::size_t kLargestTimed = kTimingLadder[std::size(kTimingLadd
 // candidate, with its turn's untimed calls) and are not counted.
 inline constexpr double kTimingBudgetPerSizeUs = 20000;
 inline constexpr int kMinTimedRounds = 2, kMaxTimedRounds = 5, kMinTimedRoundsLast = 1;
+// Where rounds are cheap, more of them, up to kMaxCheapRounds, while the size
+// has taken under kCheapSizeUs on every rank: calls of a fraction of a
+// microsecond vary by half their time from call to call here, and on shared
+// memory mem_oneshot's 8 B median over 10 calls measured 0.72-0.98x
+// mem_twoshot's in 40 calibrations (and 1.03x in one more, so auto picked
+// mem_twoshot, 0.20 against 0.17 us). A round of every candidate there takes
+// tens of microseconds; over TCP one takes about a millisecond, so nothing changes.
+inline constexpr int kMaxCheapRounds = 40;
+inline constexpr double kCheapSizeUs = 2000;
 inline constexpr int kWarmupRounds = 1;
 // A candidate's turn in a round (core/algorithm_timing.cpp): in cache (up to
 // `cache_bytes`) two untimed calls, then kTimedPerTurn timed ones, back to back.
