@@ -85,7 +85,43 @@ void send_while_reducing(const algo::AlgoArgs& a, ScheduleBuilder& b) {
   }
 }
 
+// A two-rank tree's pipeline in kChunks chunks: rank 1 sends every chunk up
+// at once; rank 0 reduces each as it arrives and sends the result back down.
+constexpr std::size_t kChunks = 8;
+void up_reduce_down(const algo::AlgoArgs& a, ScheduleBuilder& b) {
+  const std::size_t len = a.count / kChunks;
+  for (std::size_t c = 0; c < kChunks; ++c) {
+    const auto up = static_cast<std::uint32_t>(c), down = static_cast<std::uint32_t>(kChunks + c);
+    const Region out{BufferId::output, c * len, len};
+    if (a.rank == 1) {
+      b.send(0, {BufferId::input, c * len, len}, up);
+      b.recv(0, out, down);
+    } else {
+      const Region got{BufferId::scratch, c * len, len};
+      const StepId r = b.recv(1, got, up);
+      const StepId sum = b.reduce(out, {BufferId::input, c * len, len}, got, {r});
+      b.send(1, out, down, {sum});
+    }
+  }
+  b.need_scratch(a.count);
+}
+
 }  // namespace
+
+TEST_CASE("cost model: a transfer due later does not hold a compute unit against a reduce ready before it") {
+  // Both links copy at the receiver. Rank 0's unit alternates between taking
+  // chunk c+1 and reducing chunk c, and chunk c goes down while c+1 comes up:
+  // kChunks * (xfer + reduce) + xfer. Booking rank 0's unit for all the
+  // chunks coming up before any reduce made it 2 * kChunks * xfer + reduce.
+  const algo::Algorithm alg{"up_reduce_down", Collective::allreduce, up_reduce_down, "test"};
+  const ComputeParams cp{.reduce_gbps = 5.0, .step_overhead_us = 0, .op_overhead_us = 0};
+  const std::size_t bytes = kChunks * 10000;
+  const double xfer = 10000 / 1e3, reduce = 10000 / 5e3;
+  LinkMatrix links = uniform_links(2, 0.0, 1.0);
+  for (auto& l : links.links) l.receiver_copies = true;
+  CHECK(predict_us(alg, args_for(Collective::allreduce, 2, bytes), links, cp) ==
+        doctest::Approx(kChunks * (xfer + reduce) + xfer));
+}
 
 TEST_CASE("cost model: a receiver that copies the data cannot reduce meanwhile") {
   const algo::Algorithm alg{"send_while_reducing", Collective::allreduce, send_while_reducing, "test"};
@@ -250,7 +286,11 @@ TEST_CASE("cost model: predictions grow with the message size and are determinis
       INFO(to_string(a.collective), " ", a.name, " ", bytes, " B");
       const double t = predict_us(a, args_for(a.collective, n, bytes, 64 << 10), links, ComputeParams{});
       CHECK(t > 0);
-      CHECK(t >= prev * (1 - 1e-9));
+      // Resources go to whichever step is ready when they free, so a size that
+      // shifts a step's readiness by an instant may reorder a port's queue, as
+      // any list schedule can (6 ranks, twoshot: 9.010 us at 64 B, 8.995 at
+      // 256 B); growth is checked up to such reorderings.
+      CHECK(t >= prev * (1 - 5e-3));
       CHECK(predict_us(a, args_for(a.collective, n, bytes, 64 << 10), links, ComputeParams{}) == t);
       prev = t;
     }
