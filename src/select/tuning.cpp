@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -130,13 +132,14 @@ void save_agreed(const std::string& path, bool explicit_file, Store& store, int 
   if (rank == 0) {
     std::string result = "ok";
     try {
-      if (!explicit_file) {
-        const std::string dir = path.substr(0, path.rfind('/'));
-        if (!make_dirs(dir))
-          throw Error(ErrorCode::invalid_config, "cannot create the tuning cache directory '" + dir +
-                                                     "': " + std::strerror(errno));
-      }
+      const std::string dir = explicit_file ? std::string() : path.substr(0, path.rfind('/'));
+      if (!explicit_file && !make_dirs(dir))
+        throw Error(ErrorCode::invalid_config, "cannot create the tuning cache directory '" + dir +
+                                                   "': " + std::strerror(errno));
       save_tuning(path, links, compute, &extras);
+      if (const std::size_t n = explicit_file ? 0 : prune_tuning_cache(dir, kMaxCachedTunings))
+        COMM_INFO("calibration: removed " << n << " least recently used file(s) from the tuning cache " << dir
+                                          << " (it keeps " << kMaxCachedTunings << ")");
     } catch (const Error& e) {
       result = std::string("error:") + e.what();
     }
@@ -186,6 +189,31 @@ std::string default_tuning_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/comm";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/comm";
   return {};
+}
+
+void touch_cached_tuning(const std::string& path) noexcept { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+std::size_t prune_tuning_cache(const std::string& dir, std::size_t keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> cached;
+  std::size_t removed = 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto written = it->last_write_time(ec);
+    if (ec || name.rfind("tuning-", 0) != 0) continue;
+    if (name.find(".json.tmp.") != std::string::npos) {
+      if (now - written > std::chrono::minutes(10) && fs::remove(it->path(), ec)) ++removed;
+    } else if (name.ends_with(".json")) {
+      cached.emplace_back(written, it->path());
+    }
+  }
+  if (cached.size() <= keep) return removed;
+  std::sort(cached.begin(), cached.end());  // least recently used first
+  for (std::size_t i = 0; i + keep < cached.size(); ++i)
+    if (fs::remove(cached[i].second, ec)) ++removed;
+  return removed;
 }
 
 std::string local_fingerprint() {
@@ -310,6 +338,7 @@ TuningOutcome tune(Transport& transport, Store& store, int rank, int size, int r
         COMM_INFO("tuning file " << path << " was measured for "
                                  << (ex.key_description.empty() ? "another setup" : ex.key_description)
                                  << "; this job is " << key.description);
+      if (!explicit_file && rank == 0) touch_cached_tuning(path);
       links = std::move(loaded);
       compute = loaded_compute;
       out.native = std::move(ex.native);

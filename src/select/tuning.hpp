@@ -109,6 +109,20 @@ TuningOutcome tune_figures(Transport& transport, Store& store, int rank, int siz
 // The cache directory for tuning files ("" if neither XDG_CACHE_HOME nor HOME is set).
 std::string default_tuning_dir();
 
+// The cache keeps the kMaxCachedTunings files used last. Every build of the
+// library, host, transport and world shape has a key, and so a file, of its
+// own: a directory nobody prunes grows with every upgrade (a development
+// machine gathered 793 in a day). A file's modification time is its last
+// use: creation touches the cached file it uses.
+inline constexpr std::size_t kMaxCachedTunings = 128;
+// Marks the cache file at `path` used now; a file that cannot be touched is left as it is.
+void touch_cached_tuning(const std::string& path) noexcept;
+// Removes the least recently used cache files ("tuning-<id>.json") in `dir`
+// until at most `keep` remain, and writers' temporary files ("tuning-<id>.json
+// .tmp.<pid>") older than ten minutes (a writer killed between writing and
+// renaming); other files stay. Returns how many it removed.
+std::size_t prune_tuning_cache(const std::string& dir, std::size_t keep);
+
 // This rank's part of the setup key (host, binding, loaded libraries).
 std::string local_fingerprint();
 

@@ -11,9 +11,14 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <sys/stat.h>
 #include <exception>
 #include <atomic>
 #include <mutex>
@@ -209,6 +214,66 @@ TEST_CASE("calibration runs once per setup, is cached, and is reused by later co
   const auto nominal_run = tune(2, off);
   CHECK(nominal_run[0].links.at(0, 1).alpha_us == kNominalAlphaUs);
   CHECK(nominal_run[0].outcome.source.find("calibration off") != std::string::npos);
+}
+
+namespace {
+
+// Puts `path`'s modification time `age_s` seconds into the past.
+void age_file(const std::string& path, long age_s) {
+  timespec times[2];
+  ::clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age_s;
+  times[1] = times[0];
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+long age_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return static_cast<long>(::time(nullptr) - st.st_mtim.tv_sec);
+}
+bool has(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+TEST_CASE("the tuning cache keeps the files used last, and a file is used when a cache hit reads it") {
+  TempCache cache;
+  Config cfg;
+  cfg.calibration_busy_limit = 1;
+  tune(2, cfg);
+  REQUIRE(files_in(cache.dir()).size() == 1);
+  const std::string used = files_in(cache.dir())[0];
+  age_file(cache.dir() + "/" + used, 10 * 86400);
+  // Files of other setups, 1 to kMaxCachedTunings + 10 hours old, and others.
+  const std::size_t others = kMaxCachedTunings + 10;
+  for (std::size_t i = 0; i < others; ++i) {
+    const std::string path = cache.dir() + "/tuning-other-" + std::to_string(i) + ".json";
+    std::ofstream(path) << "{}";
+    age_file(path, 3600 * static_cast<long>(i + 1));
+  }
+  for (const auto& [name, age] : std::vector<std::pair<std::string, long>>{
+           {"notes.txt", 30 * 86400}, {"tuning-a.json.tmp.1", 3600}, {"tuning-b.json.tmp.2", 0}}) {
+    std::ofstream(cache.dir() + "/" + name) << "x";
+    age_file(cache.dir() + "/" + name, age);
+  }
+
+  const auto hit = tune(2, cfg);
+  CHECK(hit[0].outcome.source == "tuning cache " + cache.dir() + "/" + used);
+  CHECK(age_of(cache.dir() + "/" + used) < 60);  // used now, no longer the oldest
+
+  // Another setup calibrates and saves; the cache then holds the files used last.
+  tune(3, cfg);
+  const auto names = files_in(cache.dir());
+  std::size_t cached = 0;
+  for (const auto& n : names) cached += n.rfind("tuning-", 0) == 0 && n.size() > 5 && n.ends_with(".json");
+  CHECK(cached == kMaxCachedTunings);
+  CHECK(has(names, used));
+  CHECK(has(names, "tuning-other-0.json"));                                     // an hour old: kept
+  CHECK(!has(names, "tuning-other-" + std::to_string(others - 1) + ".json"));  // the oldest: removed
+  CHECK(has(names, "notes.txt"));                                               // not the cache's
+  CHECK(!has(names, "tuning-a.json.tmp.1"));  // a writer's leftover from an hour ago
+  CHECK(has(names, "tuning-b.json.tmp.2"));   // a writer's file of now
 }
 
 TEST_CASE("a cached tuning whose fastest points now time under half their cached times is measured again") {
