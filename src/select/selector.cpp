@@ -226,6 +226,64 @@ bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<
   return true;
 }
 
+namespace {
+
+// Measured-to-modelled ratios carried from one size to another by the change
+// of the algorithms measured at both (Selector::extend_corrections); each
+// algorithm's bare model is simulated once per size.
+class RatioCarrier {
+ public:
+  RatioCarrier(const Selector& selector, const NativeProfile& corrections)
+      : selector_(selector), corrections_(corrections) {}
+
+  // `curve`'s ratio carried from `from` to `to` by the change of the
+  // algorithms measured at both, those that move the data alike if any (0:
+  // none was). With `twins_only`, only those alike that also measured within
+  // kTwinRatio of `ratio` at `from`: the model calls them alike, and so did the clock.
+  double carried(const NativeCurve& curve, double ratio, std::size_t from, std::size_t to, bool twins_only = false) {
+    std::vector<double> changes, alike;
+    const std::vector<double> own = bare(curve, from, to);
+    for (const NativeCurve& other : corrections_.curves) {
+      if (other.collective != curve.collective) continue;
+      const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
+      if (at_from <= 0 || at_to <= 0) continue;
+      changes.push_back(at_to / at_from);
+      const bool twin = std::max(at_from, ratio) <= kTwinRatio * std::min(at_from, ratio);
+      if (Selector::moves_alike(own, bare(other, from, to)) && (twin || !twins_only))
+        alike.push_back(at_to / at_from);
+    }
+    std::vector<double>& use = alike.empty() && !twins_only ? changes : alike;
+    if (use.empty()) return 0.0;
+    std::sort(use.begin(), use.end());
+    return ratio * use[use.size() / 2];
+  }
+
+ private:
+  // Two algorithms whose measured ratios to their models at a size lie within
+  // this of each other measured alike there.
+  static constexpr double kTwinRatio = 1.15;
+
+  static double ratio_at(const NativeCurve& curve, std::size_t bytes) {
+    for (const auto& [b, r] : curve.points)
+      if (b == bytes) return r;
+    return -1.0;
+  }
+  double model(const NativeCurve& curve, std::size_t bytes) {
+    const auto [at, fresh] = models_.try_emplace({&curve, bytes}, 0.0);
+    if (fresh) at->second = selector_.predict_model(curve.collective, curve.algorithm, bytes);
+    return at->second;
+  }
+  std::vector<double> bare(const NativeCurve& curve, std::size_t from, std::size_t to) {
+    return {model(curve, from), model(curve, to)};
+  }
+
+  const Selector& selector_;
+  const NativeProfile& corrections_;
+  std::map<std::pair<const NativeCurve*, std::size_t>, double> models_;
+};
+
+}  // namespace
+
 // Calibration does not time every algorithm at every size: only the
 // contenders at its largest sizes (one round of every algorithm would take
 // too long, and past the caches the model's large-data rates are least
@@ -250,37 +308,7 @@ bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<
 // exchangers' ratio grew 1.3-1.5x from 1 to 8 MiB and tree's did not, so
 // hierarchical, tree's twin on one host, follows tree's change.
 void Selector::extend_corrections() {
-  auto ratio_at = [](const NativeCurve& curve, std::size_t bytes) {
-    for (const auto& [b, r] : curve.points)
-      if (b == bytes) return r;
-    return -1.0;
-  };
-  std::map<std::pair<const NativeCurve*, std::size_t>, double> models;  // each simulated once
-  const auto model = [&](const NativeCurve& curve, std::size_t bytes) {
-    const auto [at, fresh] = models.try_emplace({&curve, bytes}, 0.0);
-    if (fresh) at->second = predict_model(curve.collective, curve.algorithm, bytes);
-    return at->second;
-  };
-  const auto bare = [&](const NativeCurve& curve, std::size_t from, std::size_t to) {
-    return std::vector<double>{model(curve, from), model(curve, to)};
-  };
-  // `curve`'s ratio carried from `from` to `to` by the change of the
-  // algorithms measured at both (0: none was).
-  const auto carried = [&](const NativeCurve& curve, double ratio, std::size_t from, std::size_t to) {
-    std::vector<double> changes, alike;
-    const std::vector<double> own = bare(curve, from, to);
-    for (const NativeCurve& other : corrections_.curves) {
-      if (other.collective != curve.collective) continue;
-      const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
-      if (at_from <= 0 || at_to <= 0) continue;
-      changes.push_back(at_to / at_from);
-      if (moves_alike(own, bare(other, from, to))) alike.push_back(at_to / at_from);
-    }
-    std::vector<double>& use = alike.empty() ? changes : alike;
-    if (use.empty()) return 0.0;
-    std::sort(use.begin(), use.end());
-    return ratio * use[use.size() / 2];
-  };
+  RatioCarrier carrier(*this, corrections_);
   for (Collective c : kAllCollectives) {
     std::set<std::size_t> sizes;  // every size some algorithm was measured at
     for (const NativeCurve& curve : corrections_.curves)
@@ -295,18 +323,27 @@ void Selector::extend_corrections() {
       if (curve.collective != c) continue;
       const std::size_t first = curve.points.front().first;
       if (first != *sizes.begin())
-        if (const double r = carried(curve, curve.points.front().second, first, *sizes.begin()); r > 0)
+        if (const double r = carrier.carried(curve, curve.points.front().second, first, *sizes.begin()); r > 0)
           below.back().emplace_back(*sizes.begin(), r);
       // Upwards size by size: past the caches calibration times fewer
       // algorithms at each size (four at 8 MiB, two at 32 MiB), and on shm
       // the two timed at 32 MiB were both direct-memory ones, whose change
       // from 1 MiB, in cache, to 32 MiB put the schedule algorithms at 2-8x
       // their time; the four at 8 MiB carry them there first. A size that no
-      // algorithm shares with the one before is stepped over.
-      std::size_t at = curve.points.back().first;
+      // algorithm shares with the one before is stepped over. A twin (it
+      // moves the data alike and measured alike at the curve's last size)
+      // measured there and at this size carries it straight here, whatever was
+      // measured in between: on ofi shm, hierarchical (last timed at 1 MiB)
+      // stepped through 2 MiB, where its twin tree was not timed, and the half
+      // exchangers' change from there put it at 3x tree's time from 8 MiB on.
+      // Alike in the model alone is not enough: hierarchical_rail, carried by
+      // the half exchangers' change from 2 to 32 MiB, was predicted at half its time.
+      const std::size_t last = curve.points.back().first;
+      std::size_t at = last;
       double ratio = curve.points.back().second;
       for (auto it = sizes.upper_bound(at); it != sizes.end(); ++it)
-        if (const double r = carried(curve, ratio, at, *it); r > 0) {
+        if (double r = carrier.carried(curve, curve.points.back().second, last, *it, /*twins_only=*/true);
+            r > 0 || (r = carrier.carried(curve, ratio, at, *it)) > 0) {
           above.back().emplace_back(*it, r);
           at = *it;
           ratio = r;

@@ -576,6 +576,31 @@ TEST_CASE("an algorithm not timed at the largest size follows the change of one 
   CHECK(ratio("rabenseifner", large) == doctest::Approx(1.2 * 1.5));  // not the median change, x1.4
 }
 
+TEST_CASE("an algorithm follows its twin straight past a size the twin was not timed at") {
+  // ofi shm, 2 ranks: hierarchical (tree on one host) last timed at 1 MiB, a
+  // refinement timed others at 2 MiB but not tree, and tree again at 8 MiB.
+  const std::size_t mib = std::size_t{1} << 20, two = 2 * mib, large = 8 * mib;
+  Selector s{2, test::uniform_links(2, LinkKind::tcp, 10.0, 2.66), ComputeParams{}, mib, {}, nullptr};
+  const auto model = [&](const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); };
+  NativeProfile measured;
+  const auto measure = [&](const char* a, std::vector<std::pair<std::size_t, double>> ratios) {
+    for (auto& [bytes, x] : ratios) x *= model(a, bytes);
+    measured.set(Collective::allreduce, a, ratios);
+  };
+  measure("tree", {{mib, 1}, {large, 1.1}});
+  measure("ring", {{mib, 1}, {large, 1.6}});
+  measure("twoshot", {{mib, 1}, {two, 1}, {large, 1.3}});
+  measure("direct", {{mib, 1}, {two, 1}, {large, 1.3}});
+  measure("hierarchical", {{mib, 1.05}});       // measured as tree did: its twin
+  measure("hierarchical_rail", {{mib, 0.7}});  // alike ring in the model, not on the clock
+  s.set_measured_profile(measured);
+  const auto ratio = [&](const char* a, std::size_t bytes) {
+    return s.predict(Collective::allreduce, a, bytes) / model(a, bytes);
+  };
+  CHECK(ratio("hierarchical", large) == doctest::Approx(1.05 * 1.1));   // stepping through 2 MiB: x1.3
+  CHECK(ratio("hierarchical_rail", large) == doctest::Approx(0.7 * 1.3));  // not ring's x1.6
+}
+
 TEST_CASE("auto picks an extrapolated algorithm only if it is predicted clearly faster than the best measured one") {
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
   // Ring is measured at 1 and 8 MiB (at the model there), tree only at 1 MiB:
