@@ -484,10 +484,12 @@ TEST_CASE("a calibrating communicator times its own all-reduce algorithms and pr
 
 namespace {
 
-// A 4-rank shm selector given an all-reduce profile measured as multiples
-// of its own model, and what its corrected predictions are in those terms.
+// A selector (4 ranks over shm unless told) given an all-reduce profile measured
+// as multiples of its own model, and what its corrected predictions are in those terms.
 struct Corrections {
-  Selector s{4, test::uniform_links(4, LinkKind::shm, 1.0, 5.0), ComputeParams{}, std::size_t{1} << 20, {}, nullptr};
+  explicit Corrections(int n = 4, LinkKind kind = LinkKind::shm, double alpha_us = 1.0, double beta_gbps = 5.0)
+      : s{n, test::uniform_links(n, kind, alpha_us, beta_gbps), ComputeParams{}, std::size_t{1} << 20, {}, nullptr} {}
+  Selector s;
   NativeProfile measured;
   double model(const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); }
   // `a` took times[i].second x the model at times[i].first bytes.
@@ -546,59 +548,41 @@ TEST_CASE("an algorithm not timed at the largest size follows the change of one 
   // hierarchical_rail is ring. At 8 MiB the half exchangers' ratio grew
   // (ring x1.4, twoshot x1.5, direct x1.3) and tree's barely (x1.1).
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
-  Selector s{2, test::uniform_links(2, LinkKind::tcp, 10.0, 2.66), ComputeParams{}, mib, {}, nullptr};
-  const auto model = [&](const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); };
-  const auto bare = [&](const char* a) { return std::vector<double>{model(a, mib), model(a, large)}; };
+  Corrections f(2, LinkKind::tcp, 10.0, 2.66);
+  const auto bare = [&](const char* a) { return std::vector<double>{f.model(a, mib), f.model(a, large)}; };
   REQUIRE(Selector::moves_alike(bare("tree"), bare("hierarchical")));
   REQUIRE(Selector::moves_alike(bare("ring"), bare("hierarchical_rail")));
   REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("twoshot")));
   REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("direct")));
   REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("ring")));
-  NativeProfile measured;
-  const auto measure = [&](const char* a, std::vector<std::pair<std::size_t, double>> ratios) {
-    for (auto& [bytes, x] : ratios) x *= model(a, bytes);
-    measured.set(Collective::allreduce, a, ratios);
-  };
-  measure("ring", {{mib, 1}, {large, 1.4}});
-  measure("twoshot", {{mib, 1}, {large, 1.5}});
-  measure("direct", {{mib, 1}, {large, 1.3}});
-  measure("tree", {{mib, 1}, {large, 1.1}});
-  measure("hierarchical", {{mib, 0.9}});
-  measure("hierarchical_rail", {{mib, 0.8}});
-  measure("rabenseifner", {{mib, 1.2}});
-  s.set_measured_profile(measured);
-  const auto ratio = [&](const char* a, std::size_t bytes) {
-    return s.predict(Collective::allreduce, a, bytes) / model(a, bytes);
-  };
-  CHECK(ratio("hierarchical", large) == doctest::Approx(0.9 * 1.1));
-  CHECK(ratio("hierarchical_rail", large) == doctest::Approx(0.8 * 1.4));
+  f.measure("ring", {{mib, 1}, {large, 1.4}});
+  f.measure("twoshot", {{mib, 1}, {large, 1.5}});
+  f.measure("direct", {{mib, 1}, {large, 1.3}});
+  f.measure("tree", {{mib, 1}, {large, 1.1}});
+  f.measure("hierarchical", {{mib, 0.9}});
+  f.measure("hierarchical_rail", {{mib, 0.8}});
+  f.measure("rabenseifner", {{mib, 1.2}});
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.ratio("hierarchical", large) == doctest::Approx(0.9 * 1.1));
+  CHECK(f.ratio("hierarchical_rail", large) == doctest::Approx(0.8 * 1.4));
   REQUIRE(Selector::moves_alike(bare("rabenseifner"), bare("twoshot")));
-  CHECK(ratio("rabenseifner", large) == doctest::Approx(1.2 * 1.5));  // not the median change, x1.4
+  CHECK(f.ratio("rabenseifner", large) == doctest::Approx(1.2 * 1.5));  // not the median change, x1.4
 }
 
 TEST_CASE("an algorithm follows its twin straight past a size the twin was not timed at") {
   // ofi shm, 2 ranks: hierarchical (tree on one host) last timed at 1 MiB, a
   // refinement timed others at 2 MiB but not tree, and tree again at 8 MiB.
   const std::size_t mib = std::size_t{1} << 20, two = 2 * mib, large = 8 * mib;
-  Selector s{2, test::uniform_links(2, LinkKind::tcp, 10.0, 2.66), ComputeParams{}, mib, {}, nullptr};
-  const auto model = [&](const char* a, std::size_t bytes) { return s.predict_model(Collective::allreduce, a, bytes); };
-  NativeProfile measured;
-  const auto measure = [&](const char* a, std::vector<std::pair<std::size_t, double>> ratios) {
-    for (auto& [bytes, x] : ratios) x *= model(a, bytes);
-    measured.set(Collective::allreduce, a, ratios);
-  };
-  measure("tree", {{mib, 1}, {large, 1.1}});
-  measure("ring", {{mib, 1}, {large, 1.6}});
-  measure("twoshot", {{mib, 1}, {two, 1}, {large, 1.3}});
-  measure("direct", {{mib, 1}, {two, 1}, {large, 1.3}});
-  measure("hierarchical", {{mib, 1.05}});       // measured as tree did: its twin
-  measure("hierarchical_rail", {{mib, 0.7}});  // alike ring in the model, not on the clock
-  s.set_measured_profile(measured);
-  const auto ratio = [&](const char* a, std::size_t bytes) {
-    return s.predict(Collective::allreduce, a, bytes) / model(a, bytes);
-  };
-  CHECK(ratio("hierarchical", large) == doctest::Approx(1.05 * 1.1));   // stepping through 2 MiB: x1.3
-  CHECK(ratio("hierarchical_rail", large) == doctest::Approx(0.7 * 1.3));  // not ring's x1.6
+  Corrections f(2, LinkKind::tcp, 10.0, 2.66);
+  f.measure("tree", {{mib, 1}, {large, 1.1}});
+  f.measure("ring", {{mib, 1}, {large, 1.6}});
+  f.measure("twoshot", {{mib, 1}, {two, 1}, {large, 1.3}});
+  f.measure("direct", {{mib, 1}, {two, 1}, {large, 1.3}});
+  f.measure("hierarchical", {{mib, 1.05}});       // measured as tree did: its twin
+  f.measure("hierarchical_rail", {{mib, 0.7}});  // alike ring in the model, not on the clock
+  f.s.set_measured_profile(f.measured);
+  CHECK(f.ratio("hierarchical", large) == doctest::Approx(1.05 * 1.1));   // stepping through 2 MiB: x1.3
+  CHECK(f.ratio("hierarchical_rail", large) == doctest::Approx(0.7 * 1.3));  // not ring's x1.6
 }
 
 TEST_CASE("auto picks an extrapolated algorithm only if it is predicted clearly faster than the best measured one") {
