@@ -31,8 +31,9 @@
 //  - a collective whose data exceeds compute.cache_bytes uses the large-data
 //    bandwidths and rates (memory-bound, not cache-bound);
 //  - the whole operation costs op_overhead_us more (call set-up and wait).
-// Steps ready at the same time go round-robin over the ranks, each rank's
-// earlier steps first, which makes the prediction deterministic.
+// Steps ready at the same time: local steps and receives before sends, then
+// round-robin over the ranks, each rank's earlier steps first, which makes
+// the prediction deterministic.
 
 #include "select/cost_model.hpp"
 
@@ -53,11 +54,11 @@ struct Ready {
   std::uint32_t local;  // the step's index within its rank's schedule
   std::uint32_t step;   // global step index; ranks' steps are numbered consecutively
   bool transfer = false;  // a send: it yields a compute unit to local steps (Resource)
-  // Ties go round-robin over the ranks (each rank's first ready step, then
-  // each one's second, ...): taking one rank's whole queue first would book
-  // every receiver's port ahead for it (a direct exchange would then
+  // At the same time, local steps and receives go before sends (LocalStepsFirst);
+  // then ties go round-robin over the ranks (each rank's first ready step,
+  // then each one's second, ...): taking one rank's whole queue first would
+  // give every receiver's port to it first (a direct exchange would then
   // serialise into n-1 rounds per rank instead of n-1 permutations).
-  // At the same time, local steps and receives go before sends (LocalStepsFirst).
   bool operator>(const Ready& o) const {
     if (t != o.t) return t > o.t;
     if (transfer != o.transfer) return transfer;
