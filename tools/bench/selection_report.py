@@ -3,7 +3,11 @@
 size: the best fixed algorithm, what auto picked, pick/best (target <= 1.10),
 every algorithm's pred_us/measured at >= 4 KiB (target within +-25 %), and for
 gloo every algorithm against Gloo's own allreduce (target <= 2x). Where a
-sweep ran several times, each point is the median of the runs' medians."""
+sweep ran several times, each point is the median of the runs' medians.
+Per transport it also prints how well a sweep repeats itself: the auto row
+against the row of the algorithm auto ran, in the same run, are two
+measurements of one thing; where they differ by more than 10 %, a pick/best
+over 1.10 can be the measurement's, not the selector's."""
 import glob
 import json
 import os
@@ -30,13 +34,16 @@ def median_points(records_per_run):
     the runs' auto picks (every run calibrates afresh, so picks may differ)
     and the median over the runs of pick time / best time in that run."""
     times, preds, picks, pick_ratios = {}, {}, {}, {}
+    repeats = []  # per run and size: the auto row's time / the time of the row of the algorithm it ran
     for records in records_per_run:
-        run = {}
+        run, ran = {}, {}
         for r in records:
             if r["coll"] != "allreduce":
                 continue
             key = (r["algo"], r["bytes"])
             run[key] = r["time_us"]
+            if r["algo"] == "auto" and r.get("ran"):
+                ran[r["bytes"]] = r["ran"]
             times.setdefault(key, []).append(r["time_us"])
             if r.get("pred_us") is not None and r["pred_us"] > 0 and r["time_us"] > 0:
                 preds.setdefault(key, []).append(r["pred_us"] / r["time_us"])
@@ -46,12 +53,14 @@ def median_points(records_per_run):
             pick = picks[b][-1]
             if fixed and (pick, b) in run:
                 pick_ratios.setdefault(b, []).append(run[(pick, b)] / min(fixed))
+            if ("auto", b) in run and (ran.get(b), b) in run and run[(ran[b], b)] > 0:
+                repeats.append(run[("auto", b)] / run[(ran[b], b)])
     med = lambda d: {k: statistics.median(v) for k, v in d.items()}
-    return med(times), med(preds), picks, med(pick_ratios)
+    return med(times), med(preds), picks, med(pick_ratios), repeats
 
 
 def report_transport(variant, records_per_run):
-    times, preds, picks, pick_ratios = median_points(records_per_run)
+    times, preds, picks, pick_ratios, repeats = median_points(records_per_run)
     sizes = sorted({b for (_, b) in times})
     algos = sorted({a for (a, _) in times if a != "auto"})
     print(f"\n## {variant} ({len(records_per_run)} run(s))")
@@ -87,6 +96,11 @@ def report_transport(variant, records_per_run):
     print(f"# {variant}: auto <= {PICK_TARGET}x best at {ok_pick}/{len(sizes)} sizes "
           f"(worst {worst_pick[0]:.3f} at {worst_pick[1]} B); pred within +-{PRED_TOL:.0%} at {ok_pred}/{n_pred} "
           f"points >= {PRED_FROM} B")
+    if repeats:
+        off = sorted(abs(x - 1) for x in repeats)
+        print(f"# {variant}: the sweep repeats itself (auto against the algorithm it ran, same run) within "
+              f"{PICK_TARGET - 1:.0%} at {sum(d <= PICK_TARGET - 1 for d in off)}/{len(off)} points, "
+              f"median {off[len(off) // 2]:.1%} apart, worst {off[-1]:.1%}")
     return ok_pick == len(sizes), ok_pred == n_pred
 
 
