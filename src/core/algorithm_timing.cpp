@@ -150,7 +150,14 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // model's cache size two untimed calls, then kTimedPerTurn timed
         // ones, back to back. Single timed calls, each after one untimed
         // one, measured mem_twoshot at 1 MiB on shm at 144 us and 515 us
-        // (two phases of this VM) against 63 and 108 us back to back.
+        // (two phases of this VM) against 63 and 108 us back to back. A
+        // direct-memory algorithm's data moves through the whole window, a
+        // call at a time (DirectEngine::place_data), and back to back the
+        // whole window sits in the caches; after the other candidates' turns
+        // it does not, and two calls do not bring it back: from
+        // kQuiesceTurnsFrom its turn starts with the windows touched again.
+        if (call.in_bytes >= kQuiesceTurnsFrom && selector_->is_direct(Collective::allreduce, names[i]))
+          quiesce_windows();
         for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
           wait(*start(call));
         // A warm-up round's turn is one call: what it is for (connections,
