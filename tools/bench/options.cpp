@@ -75,7 +75,8 @@ cli::Parser make_parser(Options& o) {
   p.integer("-n,--iters", "N",
             "timed iterations per size (default 50); scaled down\nin proportion above 4 MiB, to no fewer than 10",
             o.iters, 1);
-  p.integer("-w,--warmup_iters", "N", "untimed iterations first (default 5, scaled likewise)", o.warmup, 0);
+  p.integer("-w,--warmup_iters", "N", "untimed iterations first (default 5, scaled likewise; then more until\n"
+            "each algorithm's warm-up has lasted 1 ms; 0: none)", o.warmup, 0);
   p.bytes("-i,--stepbytes", "add SIZE between points instead of multiplying by -f", o.step_bytes);
   p.integer("-m,--agg_iters", "N",
             "operations per timed iteration, back to back (default\n1); the iteration's time is divided by N", o.agg, 1);
