@@ -154,9 +154,11 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // direct-memory algorithm's data moves through the whole window, a
         // call at a time (DirectEngine::place_data), and back to back the
         // whole window sits in the caches; after the other candidates' turns
-        // it does not, and two calls do not bring it back: from
-        // kQuiesceTurnsFrom its turn starts with the windows touched again.
-        if (call.in_bytes >= kQuiesceTurnsFrom && selector_->is_direct(Collective::allreduce, names[i]))
+        // it does not, and two calls do not bring it back: in cache from
+        // kQuiesceTurnsFrom its turn starts with the windows touched again
+        // (past the cache a call's own data goes through the window).
+        if (call.in_bytes >= kQuiesceTurnsFrom && call.in_bytes <= selector_->compute().cache_bytes &&
+            selector_->is_direct(Collective::allreduce, names[i]))
           quiesce_windows();
         for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
           wait(*start(call));

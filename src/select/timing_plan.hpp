@@ -49,10 +49,11 @@ inline constexpr int kWarmupRounds = 1;
 // `cache_bytes`) two untimed calls, then kTimedPerTurn timed ones, back to back.
 inline constexpr int kTimedPerTurn = 2;
 inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 0; }
-// From this size a direct-memory candidate's turn first touches the windows
-// again (CommunicatorImpl::quiesce_windows; core/algorithm_timing.cpp): its
-// data moves through the whole window call by call, and after the other
-// candidates' turns the window has left the caches. On shm, 2 ranks, after a
+// From this size up to the model's cache size a direct-memory candidate's
+// turn first touches the windows again (CommunicatorImpl::quiesce_windows;
+// core/algorithm_timing.cpp): its data moves through the whole window call
+// by call, and after the other candidates' turns the window has left the
+// caches (past the cache size a call's own data does that). On shm, 2 ranks, after a
 // 16 MiB memset mem_twoshot took 35, then 24 us for six calls, then 17 at
 // 256 KiB (the ring's lap); calibration timed it at 1.43-1.63x comm-bench's
 // back-to-back time at 1 MiB and 1.13-1.76x at 64 KiB in four jobs, 1.01-1.25x
