@@ -53,8 +53,8 @@ inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { ret
 // turn first touches the windows again (CommunicatorImpl::quiesce_windows;
 // core/algorithm_timing.cpp): its data moves through the whole window call
 // by call, and after the other candidates' turns the window has left the
-// caches (past the cache size a call's own data does that). On shm, 2 ranks, after a
-// 16 MiB memset mem_twoshot took 35, then 24 us for six calls, then 17 at
+// caches (past the cache size a call's own data does that). On shm, 2
+// ranks, after a 16 MiB memset mem_twoshot took 35, then 24 us for six calls, then 17 at
 // 256 KiB (the ring's lap); calibration timed it at 1.43-1.63x comm-bench's
 // back-to-back time at 1 MiB and 1.13-1.76x at 64 KiB in four jobs, 1.01-1.25x
 // and 0.92-1.29x with the touch, creation as long (250-300 ms). Below it a
