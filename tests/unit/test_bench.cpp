@@ -126,6 +126,16 @@ TEST_CASE("size sweep and iteration scaling") {
   CHECK(scaled_warmup(0, 64 << 20) == 0);
 }
 
+TEST_CASE("every warm-up is topped up to a millisecond at the pace of its calls") {
+  CHECK(warmup_top_up(2, 100.0) == 19);       // 50 us a call: 900 us more is 18 calls, and one over
+  CHECK(warmup_top_up(5, 999.0) == 1);        // just short: one more call
+  CHECK(warmup_top_up(2, 1000.0) == 0);       // a millisecond already
+  CHECK(warmup_top_up(1, 2500.0) == 0);       // one call longer than that
+  CHECK(warmup_top_up(2, 0.2) == kMaxWarmupCalls);  // 0.1 us calls: capped
+  CHECK(warmup_top_up(0, 0.0) == 0);          // -w 0: none
+  CHECK(warmup_top_up(3, 0.0) == 0);          // no time measured: no pace to go by
+}
+
 TEST_CASE("option parsing") {
   const Options d = parse({});
   CHECK(d.min_bytes == 8);

@@ -17,15 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::align_val_t kAlign{4096};
 constexpr int kStartupWarmup = 200;
-// Every turn with a warm-up (-w above 0) warms up for at least this long: a
-// direct-memory algorithm's window data moves through its whole window call
-// by call (2 MiB a slot on shm), and after another algorithm's calls the
-// window has left the caches until a lap is done. On shm, 2 ranks, 40
-// iterations in 4 rounds of every algorithm put mem_twoshot at 15.8 us at 128
-// KiB, against 8.9-12.2 back to back alone (as OSU's benchmarks, which warm
-// up 200 iterations below 8 KiB, see it).
-constexpr double kMinWarmupUs = 1000;
-constexpr int kMaxWarmupCalls = 5000;
 
 std::byte* allocate(std::size_t bytes) {
   auto* p = static_cast<std::byte*>(::operator new(std::max<std::size_t>(bytes, 1), kAlign));
@@ -153,13 +144,10 @@ void Runner::time_turn(const Layout& l, const CallOptions& o, bool inplace, int 
     comm_.barrier();
     run_op(l, o, inplace);
   }
-  // Topped up to kMinWarmupUs at the pace of the calls so far (-w 0 asks
-  // for none); every rank makes the most calls any rank asks for.
-  const double took_us = std::chrono::duration<double, std::micro>(Clock::now() - warm_began).count();
-  const double per_call_us = warm > 0 ? took_us / warm : 0;
-  std::int64_t more = 0;
-  if (per_call_us > 0 && took_us < kMinWarmupUs)
-    more = std::min<std::int64_t>(kMaxWarmupCalls, static_cast<std::int64_t>((kMinWarmupUs - took_us) / per_call_us) + 1);
+  // Topped up to a millisecond (warmup_top_up, as OSU's benchmarks warm up
+  // 200 iterations below 8 KiB); every rank makes the most calls any rank asks for.
+  std::int64_t more =
+      warmup_top_up(warm, std::chrono::duration<double, std::micro>(Clock::now() - warm_began).count());
   if (warm > 0) comm_.allreduce(View{&more, 1, DataType::i64}, ReduceOp::max);
   for (std::int64_t i = 0; i < more; ++i) {
     comm_.barrier();

@@ -32,7 +32,9 @@ def median_points(records_per_run):
     own calibration, so they are judged against its own times: a job in a
     slow spell of this VM calibrates and measures slowly alike); bytes ->
     the runs' auto picks (every run calibrates afresh, so picks may differ)
-    and the median over the runs of pick time / best time in that run."""
+    and the median over the runs of pick time / best time in that run; and,
+    per run and size, the auto row's time over the time of the row of the
+    algorithm auto ran (how well the sweep repeats itself)."""
     times, preds, picks, pick_ratios = {}, {}, {}, {}
     repeats = []  # per run and size: the auto row's time / the time of the row of the algorithm it ran
     for records in records_per_run:

@@ -136,6 +136,12 @@ int scaled_warmup(int warmup, std::size_t bytes) noexcept {
   return std::max(1, static_cast<int>(scaled));
 }
 
+std::int64_t warmup_top_up(int warm, double took_us) noexcept {
+  if (warm <= 0 || took_us <= 0 || took_us >= kMinWarmupUs) return 0;
+  const double per_call_us = took_us / warm;
+  return std::min<std::int64_t>(kMaxWarmupCalls, static_cast<std::int64_t>((kMinWarmupUs - took_us) / per_call_us) + 1);
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(v.begin(), v.end());

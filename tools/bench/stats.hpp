@@ -6,6 +6,7 @@
 #include <comm/types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -58,6 +59,16 @@ std::vector<std::size_t> size_sweep_linear(std::size_t min_bytes, std::size_t ma
 // at least 1 when warmup > 0.
 int scaled_iters(int iters, std::size_t bytes) noexcept;
 int scaled_warmup(int warmup, std::size_t bytes) noexcept;
+// Warm-up calls to add after `warm` of them took `took_us`, so that the
+// warm-up lasts kMinWarmupUs at their pace (at most kMaxWarmupCalls); none
+// when `warm` is 0 (-w 0) or no time passed. A direct-memory algorithm's data
+// moves through its whole window call by call, so after another algorithm's
+// calls a few of its own leave it where the other left the caches (shm,
+// mem_twoshot at 128 KiB: 15.8 us in rounds with two warm-up calls a turn,
+// 10.1 with a millisecond, 8.9-12.2 alone back to back).
+inline constexpr double kMinWarmupUs = 1000;
+inline constexpr std::int64_t kMaxWarmupCalls = 5000;
+std::int64_t warmup_top_up(int warm, double took_us) noexcept;
 
 // Order statistics; an empty input gives NaN. percentile(p) interpolates
 // linearly between closest ranks, p in [0, 100].
