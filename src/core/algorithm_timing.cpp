@@ -157,7 +157,7 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // it does not, and two calls do not bring it back: in cache from
         // kQuiesceTurnsFrom its turn starts with the windows touched again
         // (past the cache a call's own data goes through the window).
-        if (call.in_bytes >= kQuiesceTurnsFrom && call.in_bytes <= selector_->compute().cache_bytes &&
+        if (touch_windows_per_turn(call.in_bytes, selector_->compute().cache_bytes) &&
             selector_->is_direct(Collective::allreduce, names[i]))
           quiesce_windows();
         for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
@@ -216,7 +216,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     fit_timing_buffers(in, out, bytes, call);
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     const auto size_began = calib::Clock::now();
-    quiesce_windows();
+    if (!touch_windows_per_turn(bytes, cache_bytes)) quiesce_windows();  // else every direct-memory turn does
     const auto mine = time_rounds(names, c.indices, call, kWarmupRounds, min_rounds,
                                   std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
@@ -317,7 +317,7 @@ std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>&
     std::vector<std::size_t> candidates{static_cast<std::size_t>(it - names.begin())};
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
-    quiesce_windows();
+    if (!touch_windows_per_turn(bytes, selector_->compute().cache_bytes)) quiesce_windows();  // else its turns do
     int iterations = 0;
     const auto mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds,
                                   kRefinementBudgetPerSizeUs, iterations);

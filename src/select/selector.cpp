@@ -338,11 +338,11 @@ void Selector::extend_corrections() {
       // exchangers' change from there put it at 3x tree's time from 8 MiB on.
       // Alike in the model alone is not enough: hierarchical_rail, carried by
       // the half exchangers' change from 2 to 32 MiB, was predicted at half its time.
-      const std::size_t last = curve.points.back().first;
+      const auto [last, last_ratio] = curve.points.back();
       std::size_t at = last;
-      double ratio = curve.points.back().second;
+      double ratio = last_ratio;
       for (auto it = sizes.upper_bound(at); it != sizes.end(); ++it)
-        if (double r = carrier.carried(curve, curve.points.back().second, last, *it, /*twins_only=*/true);
+        if (double r = carrier.carried(curve, last_ratio, last, *it, /*twins_only=*/true);
             r > 0 || (r = carrier.carried(curve, ratio, at, *it)) > 0) {
           above.back().emplace_back(*it, r);
           at = *it;

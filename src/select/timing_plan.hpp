@@ -61,6 +61,9 @@ inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { ret
 // turn's calls are few microseconds and the touch (about 0.3 ms) would eat
 // the cheap rounds.
 inline constexpr std::size_t kQuiesceTurnsFrom = std::size_t{64} << 10;
+inline bool touch_windows_per_turn(std::size_t bytes, std::size_t cache_bytes) {
+  return bytes >= kQuiesceTurnsFrom && warm_calls_per_turn(bytes, cache_bytes) > 0;
+}
 
 // The algorithms worth timing at one size (indices into the names, most
 // promising first) and each one's estimated time of one call (`us`, parallel
