@@ -2,6 +2,7 @@
 
 #include "select/calibration.hpp"
 #include "select/host_load.hpp"
+#include "select/timing_plan.hpp"
 #include "select/tuning_file.hpp"
 #include "util/c_locale.hpp"
 #include "util/log.hpp"
@@ -170,7 +171,8 @@ void finish_together(Store& store, int rank, int size, std::chrono::milliseconds
 
 std::vector<CacheCheck> cache_check_points(const NativeProfile& measured) {
   std::vector<CacheCheck> out;
-  for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{1} << 20}) {
+  for (const std::size_t bytes : kTimingLadder) {
+    if (bytes >= kContendersFrom) break;  // a call there costs milliseconds
     const std::size_t first = out.size();
     for (const NativeCurve& curve : measured.curves)
       for (const auto& [b, us] : curve.points)

@@ -89,12 +89,18 @@ using PointTimer = std::function<std::vector<double>(const LinkMatrix& links, co
 // makes the cache stale (see the file comment).
 inline constexpr double kStaleCacheFactor = 2.0;
 
-// The points a cached tuning is checked at: at 64 KiB and at 1 MiB, the
-// fastest of `measured` there, then every other algorithm measured there,
-// optional. A slow spell may slow some algorithms only (on this project's
-// VM, writes to shared windows while cross-memory reads kept their speed:
-// mem_twoshot cached at 481 us at 1 MiB, 75 us a minute later), so the
-// fastest alone does not show it.
+// The points a cached tuning is checked at: at each rung of the timing
+// ladder below kContendersFrom (8 B, 4 KiB, 64 KiB, 1 MiB), the fastest of
+// `measured` there, then every other algorithm measured there, optional. A
+// slow spell may slow some algorithms only (on this project's VM, writes to
+// shared windows while cross-memory reads kept their speed: mem_twoshot
+// cached at 481 us at 1 MiB, 75 us a minute later), so the fastest alone does
+// not show it. The smallest rungs are decode's and take microseconds to
+// check. Whatever slows the direct-memory algorithms while the 8 B rung is
+// timed stays in the file otherwise: a test build that made a system call in
+// every direct-memory call was timed at 3.6 us for mem_oneshot at 8 B (0.21-
+// 0.26 in twelve calibrations of the real one), and every later job with
+// that file ran recursive_doubling there at 0.55 us against 0.17.
 std::vector<CacheCheck> cache_check_points(const NativeProfile& measured);
 
 // Collective over all ranks of the communicator; `store` is its private store.

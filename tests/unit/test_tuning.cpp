@@ -281,7 +281,7 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   Config cfg;
   cfg.calibration_busy_limit = 1;
   std::atomic<int> calibrations{0};
-  // comm's own algorithms as a slow spell timed them: ring fastest at 64 KiB and 1 MiB.
+  // comm's own algorithms as a slow spell timed them: tree fastest at 8 B, ring at 64 KiB and 1 MiB.
   const AlgorithmTimer slow_spell = [&](const LinkMatrix&, const ComputeParams&, const NativeProfile&, double) {
     ++calibrations;
     NativeProfile p;
@@ -291,40 +291,51 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   };
   const auto checks = cache_check_points(slow_spell({}, {}, {}, 0));
   calibrations = 0;
-  // At each size the fastest (ring), then the others, optional.
-  REQUIRE(checks.size() == 4);
-  CHECK(checks[0].point == AlgorithmPoint{"ring", 65536});
-  CHECK(checks[0].cached_us == 100.0);
+  // At each rung of the ladder up to 1 MiB that was measured, the fastest, then the others, optional.
+  REQUIRE(checks.size() == 6);
+  CHECK(checks[0].point == AlgorithmPoint{"tree", 8});
   CHECK(!checks[0].optional);
-  CHECK(checks[1].point == AlgorithmPoint{"tree", 65536});
+  CHECK(checks[1].point == AlgorithmPoint{"ring", 8});
+  CHECK(checks[1].cached_us == 5.0);
   CHECK(checks[1].optional);
-  CHECK(checks[2].point == AlgorithmPoint{"ring", std::size_t{1} << 20});
+  CHECK(checks[2].point == AlgorithmPoint{"ring", 65536});
+  CHECK(checks[2].cached_us == 100.0);
   CHECK(!checks[2].optional);
-  CHECK(checks[3].point == AlgorithmPoint{"tree", std::size_t{1} << 20});
-  CHECK(checks[3].cached_us == 3000.0);
+  CHECK(checks[3].point == AlgorithmPoint{"tree", 65536});
   CHECK(checks[3].optional);
+  CHECK(checks[4].point == AlgorithmPoint{"ring", std::size_t{1} << 20});
+  CHECK(!checks[4].optional);
+  CHECK(checks[5].point == AlgorithmPoint{"tree", std::size_t{1} << 20});
+  CHECK(checks[5].cached_us == 3000.0);
+  CHECK(checks[5].optional);
   std::vector<AlgorithmPoint> asked;  // the points the timer must time
   std::mutex mu;
-  // Times ring at 64 KiB and 1 MiB in at_64k and at_1m; tree, if suspect_tree_at_1m, in tree_1m.
-  auto timing = [&](double at_64k, double at_1m, double tree_1m = -1) {
-    return PointTimer([&, at_64k, at_1m, tree_1m](const LinkMatrix&, const ComputeParams&, const NativeProfile&,
-                                                 const std::vector<CacheCheck>& points) {
+  // Times tree at 8 B in at_8 and ring at 64 KiB and 1 MiB in at_64k and at_1m;
+  // the suspects it is given: ring at 8 B in ring_8, tree at 1 MiB in tree_1m.
+  auto timing = [&](double at_64k, double at_1m, double tree_1m = -1, double at_8 = 4.0, double ring_8 = -1) {
+    return PointTimer([&, at_64k, at_1m, tree_1m, at_8, ring_8](const LinkMatrix&, const ComputeParams&,
+                                                               const NativeProfile&,
+                                                               const std::vector<CacheCheck>& points) {
       std::lock_guard lk(mu);
       asked.clear();
       std::vector<double> now;
       for (const CacheCheck& c : points) {
         if (!c.optional) asked.push_back(c.point);
-        const bool big = c.point.bytes == std::size_t{1} << 20;
-        now.push_back(!c.optional ? (big ? at_1m : at_64k) : big ? tree_1m : -1.0);
+        const std::size_t b = c.point.bytes;
+        if (!c.optional)
+          now.push_back(b == 8 ? at_8 : b == 65536 ? at_64k : at_1m);
+        else
+          now.push_back(b == 8 ? ring_8 : b == std::size_t{1} << 20 ? tree_1m : -1.0);
       }
       return now;
     });
   };
+  const std::vector<AlgorithmPoint> fastest{{"tree", 8}, {"ring", 65536}, {"ring", std::size_t{1} << 20}};
   // Calibrated figures are checked at once, as a cached file is: as fast as
   // measured, they stand (calibrated once per rank)...
   CHECK(tune(2, cfg, slow_spell, timing(100, 2000))[0].outcome.source.find("calibrated at creation") == 0);
   CHECK(calibrations == 2);
-  CHECK(asked == std::vector<AlgorithmPoint>{{"ring", 65536}, {"ring", std::size_t{1} << 20}});
+  CHECK(asked == fastest);
   // ... under half of it, they are measured once more, and only once.
   {
     TempCache own;
@@ -343,7 +354,7 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
     CHECK(again[1].outcome.source.find(" (checked in ") != std::string::npos);
   }
   CHECK(calibrations == 2);
-  CHECK(asked == std::vector<AlgorithmPoint>{{"ring", 65536}, {"ring", std::size_t{1} << 20}});
+  CHECK(asked == fastest);
 
   // Under half the cached time at one point: measured again on every rank, the
   // file replaced (and measured once more: this timer finds the new figures
@@ -362,6 +373,12 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
     CHECK(r.outcome.source.find("tree at 1048576 B took 1200.0 us now against 3000.0 us cached") !=
           std::string::npos);
   CHECK(calibrations == 10);
+
+  // Decode's size: ring at 8 B (optional, timed as suspect) under half its cached time: stale.
+  const auto small = tune(2, cfg, slow_spell, timing(100, 2000, -1, 4.0, 1.5));
+  for (const auto& r : small)
+    CHECK(r.outcome.source.find("ring at 8 B took 1.5 us now against 5.0 us cached") != std::string::npos);
+  CHECK(calibrations == 14);
 }
 
 TEST_CASE("an explicit tuning file is written once and then used as it is") {
