@@ -99,10 +99,10 @@ inline constexpr double kStaleCacheFactor = 2.0;
 // check. Whatever slows the direct-memory algorithms while the 8 B rung is
 // timed stays in the file otherwise: a test build that made a system call in
 // every direct-memory call was timed at 3.6 us for mem_oneshot at 8 B (0.21-
-// 0.26 in twelve calibrations of the real one), and every later job with
-// that file ran recursive_doubling there at 0.55 us against 0.17; four of
-// the 24 other two-rank shm files in this host's cache, written by earlier
-// jobs, held mem_oneshot at 8 B at 0.56-54 us.
+// 0.26 in eleven of twelve calibrations of the real one, 0.57 in the last),
+// and every later job with that file ran recursive_doubling there at 0.55 us
+// against 0.17; four of the 24 other two-rank shm files in this host's
+// cache, written by earlier jobs, held mem_oneshot at 8 B at 0.56-54 us.
 std::vector<CacheCheck> cache_check_points(const NativeProfile& measured);
 
 // Collective over all ranks of the communicator; `store` is its private store.
