@@ -7,7 +7,9 @@ sweep ran several times, each point is the median of the runs' medians.
 Per transport it also prints how well a sweep repeats itself: the auto row
 against the row of the algorithm auto ran, in the same run, are two
 measurements of one thing; where they differ by more than 10 %, a pick/best
-over 1.10 can be the measurement's, not the selector's."""
+over 1.10 can be the measurement's, not the selector's. And it lists the
+predictions off by more than 25 % the same way in every run (at least two):
+the cost model's misses, which more runs would not average away."""
 import glob
 import json
 import os
@@ -61,6 +63,22 @@ def median_points(records_per_run):
     return med(times), med(preds), picks, med(pick_ratios), repeats
 
 
+def systematic_misses(records_per_run):
+    """(algo, bytes) at >= PRED_FROM whose pred / measured is outside
+    +-PRED_TOL in every run, on the same side, with each run's ratio; empty
+    with fewer than two runs (one run cannot tell the model from the noise)."""
+    per_point = {}
+    for records in records_per_run:
+        for r in records:
+            if (r["coll"] == "allreduce" and r["algo"] != "auto" and r["bytes"] >= PRED_FROM
+                    and r.get("pred_us") and r["time_us"] > 0):
+                per_point.setdefault((r["algo"], r["bytes"]), []).append(r["pred_us"] / r["time_us"])
+    runs = len(records_per_run)
+    return [(key, ratios) for key, ratios in sorted(per_point.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+            if runs >= 2 and len(ratios) == runs
+            and (min(ratios) > 1 + PRED_TOL or max(ratios) < 1 - PRED_TOL)]
+
+
 def report_transport(variant, records_per_run):
     times, preds, picks, pick_ratios, repeats = median_points(records_per_run)
     sizes = sorted({b for (_, b) in times})
@@ -98,6 +116,11 @@ def report_transport(variant, records_per_run):
     print(f"# {variant}: auto <= {PICK_TARGET}x best at {ok_pick}/{len(sizes)} sizes "
           f"(worst {worst_pick[0]:.3f} at {worst_pick[1]} B); pred within +-{PRED_TOL:.0%} at {ok_pred}/{n_pred} "
           f"points >= {PRED_FROM} B")
+    if len(records_per_run) >= 2:
+        misses = systematic_misses(records_per_run)
+        listed = ", ".join(f"{a} at {b} B ({' '.join(f'{x:.2f}' for x in ratios)})" for (a, b), ratios in misses)
+        print(f"# {variant}: pred off by more than {PRED_TOL:.0%} the same way in all {len(records_per_run)} runs "
+              f"(the model's misses, not the noise's): {len(misses)}{': ' + listed if misses else ''}")
     if repeats:
         off = sorted(abs(x - 1) for x in repeats)
         print(f"# {variant}: the sweep repeats itself (auto against the algorithm it ran, same run) within "
