@@ -125,6 +125,10 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   call.options = &options;
   iterations = 0;
   std::vector<std::vector<double>> mine(names.size());
+  const std::size_t cache_bytes = selector_->compute().cache_bytes;
+  // The windows as back-to-back calls leave them, once for the size, or
+  // before every direct-memory turn where they leave the caches (below).
+  if (!touch_windows_per_turn(call.in_bytes, cache_bytes)) quiesce_windows();
   const auto began = calib::Clock::now();
   for (int k = 0; k < warmup + kMaxCheapRounds; ++k) {
     // Every rank says whether its budget is spent and whether the size is
@@ -157,10 +161,9 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // it does not, and two calls do not bring it back: in cache from
         // kQuiesceTurnsFrom its turn starts with the windows touched again
         // (past the cache a call's own data goes through the window).
-        if (touch_windows_per_turn(call.in_bytes, selector_->compute().cache_bytes) &&
-            selector_->is_direct(Collective::allreduce, names[i]))
+        if (touch_windows_per_turn(call.in_bytes, cache_bytes) && selector_->is_direct(Collective::allreduce, names[i]))
           quiesce_windows();
-        for (int w = warm_calls_per_turn(call.in_bytes, selector_->compute().cache_bytes); w > 0; --w)
+        for (int w = warm_calls_per_turn(call.in_bytes, cache_bytes); w > 0; --w)
           wait(*start(call));
         // A warm-up round's turn is one call: what it is for (connections,
         // registrations, first touches of the size) happens in the first.
@@ -216,7 +219,6 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     fit_timing_buffers(in, out, bytes, call);
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     const auto size_began = calib::Clock::now();
-    if (!touch_windows_per_turn(bytes, cache_bytes)) quiesce_windows();  // else every direct-memory turn does
     const auto mine = time_rounds(names, c.indices, call, kWarmupRounds, min_rounds,
                                   std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
@@ -317,7 +319,6 @@ std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>&
     std::vector<std::size_t> candidates{static_cast<std::size_t>(it - names.begin())};
     call.count = bytes / sizeof(float);
     call.in_bytes = call.out_bytes = bytes;
-    if (!touch_windows_per_turn(bytes, selector_->compute().cache_bytes)) quiesce_windows();  // else its turns do
     int iterations = 0;
     const auto mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds,
                                   kRefinementBudgetPerSizeUs, iterations);

@@ -103,7 +103,8 @@ class CommunicatorImpl {
   // of `checks` it times); collective.
   std::vector<double> time_points(const std::vector<CacheCheck>& checks);
   std::vector<bool> points_to_check(const std::vector<CacheCheck>& checks) const;
-  // One size of time_algorithms: `warmup` untimed rounds, then timed ones
+  // One size of time_algorithms: the windows touched (quiesce_windows) once
+  // or per direct-memory turn, `warmup` untimed rounds, then timed ones
   // while the size has spent less than `budget_us` on every rank, at least
   // `min_rounds` (`iterations`); this rank's times per candidate. A
   // candidate refused at this size becomes names.size().
