@@ -139,20 +139,20 @@ void Runner::prepare(const Layout& l, bool inplace, bool poison) {
 }
 
 void Runner::time_turn(const Layout& l, const CallOptions& o, bool inplace, int warm, int iters, Turns& t) {
+  const auto warm_up = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      comm_.barrier();
+      run_op(l, o, inplace);
+    }
+  };
   const auto warm_began = Clock::now();
-  for (int i = 0; i < warm; ++i) {
-    comm_.barrier();
-    run_op(l, o, inplace);
-  }
+  warm_up(warm);
   // Topped up to a millisecond (warmup_top_up, as OSU's benchmarks warm up
   // 200 iterations below 8 KiB); every rank makes the most calls any rank asks for.
   std::int64_t more =
       warmup_top_up(warm, std::chrono::duration<double, std::micro>(Clock::now() - warm_began).count());
   if (warm > 0) comm_.allreduce(View{&more, 1, DataType::i64}, ReduceOp::max);
-  for (std::int64_t i = 0; i < more; ++i) {
-    comm_.barrier();
-    run_op(l, o, inplace);
-  }
+  warm_up(more);
   const bool pingpong = opts_.coll == BenchColl::sendrecv;
   const std::vector<std::uint64_t> before = comm_.bytes_sent();
   for (int i = 0; i < iters; ++i) {
