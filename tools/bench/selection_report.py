@@ -36,7 +36,8 @@ def median_points(records_per_run):
     the runs' auto picks (every run calibrates afresh, so picks may differ)
     and the median over the runs of pick time / best time in that run; and,
     per run and size, the auto row's time over the time of the row of the
-    algorithm auto ran (how well the sweep repeats itself)."""
+    algorithm auto ran (how well the sweep repeats itself); and (algo, bytes)
+    -> every run's pred / measured, unmedianed (systematic_misses)."""
     times, preds, picks, pick_ratios = {}, {}, {}, {}
     repeats = []  # per run and size: the auto row's time / the time of the row of the algorithm it ran
     for records in records_per_run:
@@ -60,27 +61,21 @@ def median_points(records_per_run):
             if ("auto", b) in run and (ran.get(b), b) in run and run[(ran[b], b)] > 0:
                 repeats.append(run[("auto", b)] / run[(ran[b], b)])
     med = lambda d: {k: statistics.median(v) for k, v in d.items()}
-    return med(times), med(preds), picks, med(pick_ratios), repeats
+    return med(times), med(preds), picks, med(pick_ratios), repeats, preds
 
 
-def systematic_misses(records_per_run):
-    """(algo, bytes) at >= PRED_FROM whose pred / measured is outside
-    +-PRED_TOL in every run, on the same side, with each run's ratio; empty
-    with fewer than two runs (one run cannot tell the model from the noise)."""
-    per_point = {}
-    for records in records_per_run:
-        for r in records:
-            if (r["coll"] == "allreduce" and r["algo"] != "auto" and r["bytes"] >= PRED_FROM
-                    and r.get("pred_us") and r["time_us"] > 0):
-                per_point.setdefault((r["algo"], r["bytes"]), []).append(r["pred_us"] / r["time_us"])
-    runs = len(records_per_run)
-    return [(key, ratios) for key, ratios in sorted(per_point.items(), key=lambda kv: (kv[0][1], kv[0][0]))
-            if runs >= 2 and len(ratios) == runs
+def systematic_misses(pred_runs, runs):
+    """Of `pred_runs` ((algo, bytes) -> each run's pred / measured), the fixed
+    algorithms' points at >= PRED_FROM outside +-PRED_TOL in all `runs` runs,
+    on the same side, with their ratios; empty with fewer than two runs (one
+    run cannot tell the model from the noise)."""
+    return [((a, b), ratios) for (a, b), ratios in sorted(pred_runs.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+            if runs >= 2 and a != "auto" and b >= PRED_FROM and len(ratios) == runs
             and (min(ratios) > 1 + PRED_TOL or max(ratios) < 1 - PRED_TOL)]
 
 
 def report_transport(variant, records_per_run):
-    times, preds, picks, pick_ratios, repeats = median_points(records_per_run)
+    times, preds, picks, pick_ratios, repeats, pred_runs = median_points(records_per_run)
     sizes = sorted({b for (_, b) in times})
     algos = sorted({a for (a, _) in times if a != "auto"})
     print(f"\n## {variant} ({len(records_per_run)} run(s))")
@@ -117,7 +112,7 @@ def report_transport(variant, records_per_run):
           f"(worst {worst_pick[0]:.3f} at {worst_pick[1]} B); pred within +-{PRED_TOL:.0%} at {ok_pred}/{n_pred} "
           f"points >= {PRED_FROM} B")
     if len(records_per_run) >= 2:
-        misses = systematic_misses(records_per_run)
+        misses = systematic_misses(pred_runs, len(records_per_run))
         listed = ", ".join(f"{a} at {b} B ({' '.join(f'{x:.2f}' for x in ratios)})" for (a, b), ratios in misses)
         print(f"# {variant}: pred off by more than {PRED_TOL:.0%} the same way in all {len(records_per_run)} runs "
               f"(the model's misses, not the noise's): {len(misses)}{': ' + listed if misses else ''}")
