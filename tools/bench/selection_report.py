@@ -90,7 +90,7 @@ def report_transport(variant, records_per_run):
             continue
         best = min(fixed, key=fixed.get)
         run_picks = picks.get(b, ["?"])
-        pick = max(set(run_picks), key=run_picks.count)
+        pick = max(run_picks, key=run_picks.count)  # a tie goes to the earliest run's pick
         if len(set(run_picks)) > 1:
             pick += "*"  # the runs' calibrations picked differently: the most common pick
         ratio = pick_ratios.get(b, float("nan"))
