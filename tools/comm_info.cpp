@@ -183,6 +183,16 @@ void print_links(const Communicator& c) {
     }
     std::printf("  %-24s %-8s alpha %8.3f us  beta %8.3f GB/s  %s\n", who.c_str(),
                 std::string(to_string(static_cast<LinkKind>(kind))).c_str(), alpha, beta, detail.c_str());
+    // Calibrated links: what each message size measured beyond alpha, which the cost model follows.
+    const LinkInfo first = c.link(pairs[0].first, pairs[0].second);
+    if (first.transfer_curve.empty()) continue;
+    std::string points;
+    for (const auto& [bytes, us] : first.transfer_curve) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s%s %.3g", points.empty() ? "" : ", ", bytes_text(bytes).c_str(), us);
+      points += buf;
+    }
+    std::printf("  %-24s transfer beyond alpha, us: %s\n", "", points.c_str());
   }
 }
 
@@ -254,7 +264,13 @@ void json_peers(json::Writer& w, const Communicator& c) {
     for (int b = 0; b < c.size(); ++b) {
       const LinkInfo l = c.link(a, b);
       w.begin_object().member("from", a).member("to", b).member("kind", to_string(l.kind));
-      w.member("alpha_us", l.alpha_us).member("beta_gbps", l.beta_gbps).member("detail", l.detail).end_object();
+      w.member("alpha_us", l.alpha_us).member("beta_gbps", l.beta_gbps).member("detail", l.detail);
+      if (!l.transfer_curve.empty()) {
+        w.key("transfer_us").begin_array();
+        for (const auto& [bytes, us] : l.transfer_curve) w.begin_array().value(bytes).value(us).end_array();
+        w.end_array();
+      }
+      w.end_object();
     }
   w.end_array();
 }

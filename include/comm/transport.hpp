@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace comm {
@@ -59,6 +60,17 @@ struct LinkInfo {
   /// reduce/copy step of the receiver do not overlap; false: a NIC or another
   /// agent moves it.
   bool receiver_copies = false;
+  /// Measured transfer times, increasing in both: (bytes, microseconds a
+  /// message of that size takes beyond alpha_us and, above
+  /// rndv_threshold_bytes, rndv_extra_us). Start-up calibration fills it from
+  /// its exchange ladder. Where present, a message up to the last point's
+  /// size costs the linear interpolation between the points around it (from
+  /// (0, 0) below the first) instead of bytes / beta_gbps, one past it the
+  /// last point's time plus the rest at beta_gbps: a link whose cost per byte
+  /// changes with the size (loopback TCP under Gloo in one calibration here:
+  /// 0.29 us per KiB from 256 to 512 KiB, 0.85 from 512 KiB to 1 MiB) is not forced onto one line. Collectives
+  /// whose data exceeds ComputeModel::cache_bytes use beta_large_gbps.
+  std::vector<std::pair<std::size_t, double>> transfer_curve{};
 };
 
 /// What a transport can do. Queried, never probed by catching exceptions.

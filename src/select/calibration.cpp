@@ -21,7 +21,8 @@ using calib::Clock;
 // rendezvous thresholds transports use (UCX tcp switches between 16 and 32
 // KiB, shm later), ending at the default pipeline chunk (1 MiB), the size of
 // the messages large collectives send.
-constexpr std::size_t kLadder[] = {8, 1024, 4096, 8192, 16384, 24576, 32768, 65536, 262144, std::size_t{1} << 20};
+constexpr std::size_t kLadder[] = {8,      1024,   4096,   8192,   16384,  24576,
+                                   32768,  65536,  131072, 262144, 524288, std::size_t{1} << 20};
 constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 constexpr std::size_t kBigFrom = std::size_t{256} << 10;
 // The ladder is walked kRounds times, a few exchanges per size each time, so
@@ -48,15 +49,18 @@ constexpr std::size_t kMinBigWindows = 4;
 // development VM (UCX shm, 2 ranks) all-reduce time per byte is flat up to 2
 // MiB and 1.5-1.9x higher from 8 MiB on, for every algorithm.
 constexpr std::size_t kCacheBytes = std::size_t{4} << 20;
-// Values published per link kind (see measure_kind).
-constexpr std::size_t kKindValues = 7;
+// Values published per link kind (see measure_kind): seven figures, then the
+// transfer curve's time at each ladder size.
+constexpr std::size_t kKindFigures = 7;
+constexpr std::size_t kKindValues = kKindFigures + std::size(kLadder);
 
 std::uint64_t tag_of(std::size_t kind_index, std::uint64_t n) {
   return kCalibrationTag | (static_cast<std::uint64_t>(kind_index) << 16) | n;
 }
 
 // Measures the link to `peer` (this rank and the peer both call it) and
-// returns {alpha, beta, threshold, extra, beta_large, receiver_copies, 8 B exchange}.
+// returns {alpha, beta, threshold, extra, beta_large, receiver_copies, 8 B
+// exchange} followed by the transfer curve's time at each ladder size.
 std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer, std::size_t kind_index,
                                  LinkKind kind, std::chrono::milliseconds timeout) {
   std::uint64_t n = 0;
@@ -109,8 +113,11 @@ std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer,
                              << " us, both at once " << ov.both_us << " us; took " << calib::micros(t1 - t0) / 1e3
                              << " ms (ladder, streamed) + " << calib::micros(Clock::now() - t2) / 1e3
                              << " ms (overlap)");
-  return {fit.alpha_us, fit.beta_gbps, static_cast<double>(fit.rndv_threshold_bytes), fit.rndv_extra_us, beta_large,
-          receiver_copies ? 1.0 : 0.0, samples.front().second};
+  std::vector<double> values{fit.alpha_us,   fit.beta_gbps, static_cast<double>(fit.rndv_threshold_bytes),
+                             fit.rndv_extra_us, beta_large,   receiver_copies ? 1.0 : 0.0,
+                             samples.front().second};
+  for (const auto& point : transfer_curve(samples, fit)) values.push_back(point.second);
+  return values;
 }
 
 void apply_kind(LinkMatrix& links, LinkKind kind, const std::vector<double>& v, int a, int b, int rank) {
@@ -133,6 +140,8 @@ void apply_kind(LinkMatrix& links, LinkKind kind, const std::vector<double>& v, 
       link.rndv_extra_us = extra;
       link.beta_large_gbps = beta_large;
       link.receiver_copies = v[5] != 0;
+      link.transfer_curve.clear();
+      for (std::size_t i = 0; i < std::size(kLadder); ++i) link.transfer_curve.emplace_back(kLadder[i], v[kKindFigures + i]);
       if (link.detail.find("calibrated") == std::string::npos)
         link.detail += link.detail.empty() ? "calibrated" : ", calibrated";
     }
@@ -284,6 +293,28 @@ LinkFit fit_link(const std::vector<std::pair<std::size_t, double>>& samples) {
   f.alpha_us = std::max(best.alpha, 0.0);
   f.beta_gbps = 1.0 / (best.x * 1e3);
   return f;
+}
+
+std::vector<std::pair<std::size_t, double>> transfer_curve(const std::vector<std::pair<std::size_t, double>>& samples,
+                                                           const LinkFit& fit) {
+  // Pooled adjacent violators: blocks of (mean, count), merged while a block's
+  // mean is below the one before it.
+  std::vector<std::pair<double, std::size_t>> blocks;
+  for (const auto& [bytes, us] : samples) {
+    blocks.emplace_back(us - fit.alpha_us - (bytes > fit.rndv_threshold_bytes ? fit.rndv_extra_us : 0.0), 1);
+    while (blocks.size() > 1 && blocks.back().first < blocks[blocks.size() - 2].first) {
+      const auto [mean, count] = blocks.back();
+      blocks.pop_back();
+      auto& prev = blocks.back();
+      prev.first = (prev.first * static_cast<double>(prev.second) + mean * static_cast<double>(count)) /
+                   static_cast<double>(prev.second + count);
+      prev.second += count;
+    }
+  }
+  std::vector<std::pair<std::size_t, double>> curve;
+  for (const auto& [mean, count] : blocks)
+    for (std::size_t i = 0; i < count; ++i) curve.emplace_back(samples[curve.size()].first, std::max(mean, 0.0));
+  return curve;
 }
 
 void calibrate_links(Transport& transport, Store& store, int rank, int size, int ranks_here, LinkMatrix& links,

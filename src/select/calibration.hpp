@@ -13,10 +13,11 @@
 // samples inside Tukey's fences, so a burst of load on a busy machine costs a
 // few samples of every size instead of bending the fit. fit_link turns the
 // medians into alpha + bytes / beta plus a rendezvous step (threshold and
-// extra latency) where the times jump. 1 MiB exchanges spread over many MiB of
-// buffers give the large-data bandwidth (beta_large_gbps) and
-// compute.cache_bytes is set to where the development VM's collectives leave
-// the cache (4 MiB). A 1 MiB exchange run alongside a 1 MiB reduce tells
+// extra latency) where the times jump, and transfer_curve keeps each size's
+// time beyond those (the cost model interpolates between them). 1 MiB
+// exchanges spread over many MiB of buffers give the large-data bandwidth
+// (beta_large_gbps) and compute.cache_bytes is set to where the development
+// VM's collectives leave the cache (4 MiB). A 1 MiB exchange run alongside a 1 MiB reduce tells
 // whether the receiver's CPU moves the data (receiver_copies). Kinds are
 // measured one after the other so pairs do not disturb each other. With three
 // or more ranks, every rank then exchanges with its ring neighbours at once:
@@ -69,6 +70,15 @@ struct LinkFit {
 // protocol switch: no threshold then. The threshold is the largest size
 // timed eager.
 LinkFit fit_link(const std::vector<std::pair<std::size_t, double>>& samples);
+
+// The link's transfer curve (LinkInfo::transfer_curve) from the same
+// samples: each size's time beyond fit.alpha_us (and fit.rndv_extra_us above
+// the threshold), made non-decreasing where noise inverts neighbours (pooled
+// adjacent violators: the pair's mean, not the larger of the two) and never
+// negative. The line fit averages over every size; the curve keeps where the
+// cost per byte changes between them (loopback TCP bends past 512 KiB).
+std::vector<std::pair<std::size_t, double>> transfer_curve(const std::vector<std::pair<std::size_t, double>>& samples,
+                                                           const LinkFit& fit);
 
 // `ranks_here`: the ranks on this rank's host, itself included (they share
 // its memory bus and cache while the host's compute is measured).

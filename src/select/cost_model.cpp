@@ -7,7 +7,9 @@
 //    yet (eager; a rendezvous model would only delay transfers whose
 //    receive is posted late, which our schedules avoid by posting receives
 //    early). The data arrives alpha + bytes/beta after the start, and the
-//    send step finishes after bytes/beta (its buffer is free again);
+//    send step finishes after bytes/beta (its buffer is free again); where
+//    the link has a measured transfer curve, it stands for bytes/beta
+//    (link_transfer_us);
 //  - ports and compute units are granted as time goes on, never booked ahead:
 //    a step that finds one busy waits until it frees (on a compute unit the
 //    rank's own reduces and copies first, then the one ready first), so a
@@ -44,6 +46,7 @@
 #include <initializer_list>
 #include <queue>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace comm {
@@ -292,7 +295,7 @@ class Simulation {
     const auto pu = static_cast<std::size_t>(st.peer);
     const LinkInfo& link = links_.at(r, st.peer);
     const std::size_t bytes = st.src.count * args_.elem_size;
-    const double xfer = transfer_us(static_cast<double>(bytes), pick(link.beta_gbps, link.beta_large_gbps));
+    const double xfer = link_transfer_us(link, bytes, large_);
     // A rendezvous handshake delays the data, not the ports: a rank keeps
     // posting other messages meanwhile.
     const double handshake = bytes > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0;
@@ -345,6 +348,20 @@ class Simulation {
 };
 
 }  // namespace
+
+double link_transfer_us(const LinkInfo& link, std::size_t bytes, bool from_memory) {
+  const auto b = static_cast<double>(bytes);
+  if (from_memory && link.beta_large_gbps > 0) return transfer_us(b, link.beta_large_gbps);
+  const auto& curve = link.transfer_curve;
+  if (curve.empty()) return transfer_us(b, link.beta_gbps);
+  const auto above = std::lower_bound(curve.begin(), curve.end(), bytes,
+                                      [](const auto& point, std::size_t n) { return point.first < n; });
+  if (above == curve.end()) return curve.back().second + transfer_us(b - static_cast<double>(curve.back().first),
+                                                                     link.beta_gbps);
+  const auto [lo_bytes, lo_us] = above == curve.begin() ? std::pair<std::size_t, double>{0, 0.0} : *(above - 1);
+  const double f = static_cast<double>(bytes - lo_bytes) / static_cast<double>(above->first - lo_bytes);
+  return lo_us + f * (above->second - lo_us);
+}
 
 double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, const LinkMatrix& links,
                   const ComputeParams& compute) {

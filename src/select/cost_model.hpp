@@ -2,7 +2,8 @@
 // The cost model: runs the schedules of all ranks of an algorithm on simulated
 // links and predicts the completion time of the slowest rank.
 //
-// Model: each message costs alpha(link) + bytes / beta(link); a rank has one
+// Model: each message costs alpha(link) + bytes / beta(link) (or the link's
+// measured transfer curve at that size, link_transfer_us); a rank has one
 // send port and one receive port per port class (network links, tcp and ib,
 // have their own beside those of the links inside a host, as a NIC works
 // beside NVLink), and a message occupies the sender's send
@@ -34,6 +35,12 @@ struct LinkMatrix {
 
 // Local compute costs (public as comm::ComputeModel for planning tools).
 using ComputeParams = ComputeModel;
+
+// Microseconds a message of `bytes` spends on `link` beyond its latency and
+// rendezvous handshake: the link's transfer_curve where it has one, else
+// bytes / beta_gbps; `from_memory` (the collective's data exceeds the cache
+// size): bytes / beta_large_gbps where the link has that rate.
+double link_transfer_us(const LinkInfo& link, std::size_t bytes, bool from_memory);
 
 // The compute costs to start from before calibration or a tuning file: the
 // host defaults, or for transports that move only device memory, device-side

@@ -40,8 +40,9 @@ using Clock = std::chrono::steady_clock;
 // native collective's call times are the slowest rank's per call, as for
 // comm's own algorithms; 5: candidates timed in a carryover-balanced order; 6: an untimed algorithm
 // predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at); 7: a last
-// size, 32 MiB, where the data comes from memory.
-constexpr int kCalibrationRevision = 7;
+// size, 32 MiB, where the data comes from memory; 8: the links' transfer curves
+// (LinkInfo::transfer_curve), from a ladder with 128 and 512 KiB rungs.
+constexpr int kCalibrationRevision = 8;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

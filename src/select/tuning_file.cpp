@@ -92,6 +92,21 @@ std::string string_at(const std::string& path, const json::Value& obj, std::stri
   return v->string;
 }
 
+// A non-empty array of [bytes, microseconds] pairs of non-negative numbers at `at`.
+std::vector<std::pair<std::size_t, double>> read_points(const std::string& path, const json::Value& points,
+                                                        const std::string& at) {
+  if (points.kind != json::Value::Kind::array || points.array.empty())
+    bad_file(path, at + " must be a non-empty array of [bytes, microseconds] pairs");
+  std::vector<std::pair<std::size_t, double>> pts;
+  for (const auto& p : points.array) {
+    if (p.kind != json::Value::Kind::array || p.array.size() != 2 || p.array[0].kind != json::Value::Kind::number ||
+        p.array[1].kind != json::Value::Kind::number || p.array[0].number < 0 || p.array[1].number < 0)
+      bad_file(path, at + " holds an entry that is not a [bytes, microseconds] pair of non-negative numbers");
+    pts.emplace_back(static_cast<std::size_t>(p.array[0].number), p.array[1].number);
+  }
+  return pts;
+}
+
 // "native" or "measured": {collective: {algorithm: [[bytes, us], ...]}}.
 NativeProfile read_profile(const std::string& path, const json::Value& native, const std::string& name) {
   NativeProfile profile;
@@ -106,18 +121,7 @@ NativeProfile read_profile(const std::string& path, const json::Value& native, c
     const std::string where = name + "." + coll_name;
     object_at(path, algos, where);
     for (const auto& [algo, points] : algos.object) {
-      const std::string at = where + "." + algo;
-      if (points.kind != json::Value::Kind::array || points.array.empty())
-        bad_file(path, at + " must be a non-empty array of [bytes, microseconds] pairs");
-      std::vector<std::pair<std::size_t, double>> pts;
-      for (const auto& p : points.array) {
-        if (p.kind != json::Value::Kind::array || p.array.size() != 2 ||
-            p.array[0].kind != json::Value::Kind::number || p.array[1].kind != json::Value::Kind::number ||
-            p.array[0].number < 0 || p.array[1].number < 0)
-          bad_file(path, at + " holds an entry that is not a [bytes, microseconds] pair of non-negative numbers");
-        pts.emplace_back(static_cast<std::size_t>(p.array[0].number), p.array[1].number);
-      }
-      profile.set(coll, algo, std::move(pts));
+      profile.set(coll, algo, read_points(path, points, where + "." + algo));
     }
   }
   return profile;
@@ -184,7 +188,7 @@ void check_version(const std::string& path, const json::Value& root) {
   const auto version = number_at(path, root, "$", "comm_tuning_version", 0);
   if (!version) bad_file(path, "missing \"comm_tuning_version\" (this file was not written by comm)");
   // Version 1 lacks the rendezvous, large-data and per-operation fields; those keep their current values.
-  if (*version != 1 && *version != 2 && *version != 3 && *version != kTuningFileVersion) {
+  if (*version != std::floor(*version) || *version < 1 || *version > kTuningFileVersion) {
     bad_file(path, "comm_tuning_version " + json::number(*version) +
                        " is not supported (this build reads versions 1 to " + std::to_string(kTuningFileVersion) +
                        ")");
@@ -196,6 +200,7 @@ struct KindValues {
   LinkKind kind;
   std::optional<double> alpha, beta, threshold, extra, beta_large;
   std::optional<bool> receiver_copies;
+  std::optional<std::vector<std::pair<std::size_t, double>>> transfer_curve;
 };
 
 KindValues read_link_entry(const std::string& path, const std::string& name, const json::Value& entry) {
@@ -208,18 +213,30 @@ KindValues read_link_entry(const std::string& path, const std::string& name, con
   const std::string where = "links." + name;
   object_at(path, entry, where);
   only_keys(path, entry, where,
-            {"alpha_us", "beta_gbps", "rndv_threshold_bytes", "rndv_extra_us", "beta_large_gbps", "receiver_copies"});
+            {"alpha_us", "beta_gbps", "rndv_threshold_bytes", "rndv_extra_us", "beta_large_gbps", "receiver_copies",
+             "transfer_us"});
   KindValues values{kind,
                     number_at(path, entry, where, "alpha_us", 0, true),
                     number_at(path, entry, where, "beta_gbps", 0),
                     number_at(path, entry, where, "rndv_threshold_bytes", 0, true),
                     number_at(path, entry, where, "rndv_extra_us", 0, true),
                     number_at(path, entry, where, "beta_large_gbps", 0),
+                    std::nullopt,
                     std::nullopt};
   if (const json::Value* rc = entry.find("receiver_copies")) {
     if (rc->kind != json::Value::Kind::boolean)
       bad_file(path, where + ".receiver_copies must be a boolean, not " + std::string(json::to_string(rc->kind)));
     values.receiver_copies = rc->boolean;
+  }
+  if (const json::Value* curve = entry.find("transfer_us")) {
+    const std::string at = where + ".transfer_us";
+    values.transfer_curve = read_points(path, *curve, at);
+    const auto& points = *values.transfer_curve;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (points[i].first == 0 || (i > 0 && (points[i].first <= points[i - 1].first ||
+                                             points[i].second < points[i - 1].second)))
+        bad_file(path, at + " must list sizes above 0 in increasing order with times that do not decrease (entry " +
+                           std::to_string(i) + " does not)");
   }
   return values;
 }
@@ -261,6 +278,7 @@ void apply_links(const std::vector<KindValues>& kinds, LinkMatrix& links) {
         if (k.extra) link.rndv_extra_us = *k.extra;
         if (k.beta_large) link.beta_large_gbps = *k.beta_large;
         if (k.receiver_copies) link.receiver_copies = *k.receiver_copies;
+        if (k.transfer_curve) link.transfer_curve = *k.transfer_curve;
         // comm-info shows the link's source next to its figures.
         if (link.detail.find("tuning file") == std::string::npos)
           link.detail += (link.detail.empty() ? "" : ", ") + std::string("from tuning file");
@@ -329,7 +347,13 @@ std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute, c
       w.member("rndv_threshold_bytes", l->rndv_threshold_bytes);
     w.member("rndv_extra_us", l->rndv_extra_us);
     if (l->beta_large_gbps > 0) w.member("beta_large_gbps", l->beta_large_gbps);
-    w.member("receiver_copies", l->receiver_copies).end_object();
+    w.member("receiver_copies", l->receiver_copies);
+    if (!l->transfer_curve.empty()) {
+      w.key("transfer_us").begin_array();
+      for (const auto& [bytes, us] : l->transfer_curve) w.begin_array().value(bytes).value(us).end_array();
+      w.end_array();
+    }
+    w.end_object();
   }
   w.end_object();
   w.key("compute").begin_object();

@@ -4,11 +4,12 @@
 // calibration run once can be reused by later jobs on the same kind of machine.
 //
 //   {
-//     "comm_tuning_version": 4,
+//     "comm_tuning_version": 5,
 //     "key": {"id": "3f1c...", "description": "host ...; transport ucx; 2 ranks; ..."},
 //     "links": { "shm": {"alpha_us": 0.9, "beta_gbps": 7.2, "rndv_extra_us": 0, "beta_large_gbps": 4.1},
 //                "tcp": {"alpha_us": 6.0, "beta_gbps": 5.5, "rndv_threshold_bytes": 16384,
-//                        "rndv_extra_us": 8.9, "beta_large_gbps": 4.4, "receiver_copies": true} },
+//                        "rndv_extra_us": 8.9, "beta_large_gbps": 4.4, "receiver_copies": true,
+//                        "transfer_us": [[8, 0], [65536, 11.5], [524288, 85.0], [1048576, 190.0]]} },
 //     "compute": {"reduce_gbps": 6.1, "copy_gbps": 11.0, "step_overhead_us": 0.05, "op_overhead_us": 0.3,
 //                 "cache_bytes": 4194304, "reduce_large_gbps": 3.2, "copy_large_gbps": 5.0},
 //     "native": {"allreduce": {"native": [[8, 120.5], [4096, 180.2], [1048576, 1100.0]]}},
@@ -25,6 +26,8 @@
 // [bytes, microseconds] pairs; see NativeProfile). Version 4 added
 // "measured": the times of comm's own algorithms at creation, in the same
 // form (they scale the cost model's predictions: Selector::set_measured_profile).
+// Version 5 added a link's "transfer_us" (LinkInfo::transfer_curve: sizes
+// above 0 increasing, times not decreasing).
 //
 // Every key is optional except the version; unknown keys, wrong types and
 // out-of-range numbers are errors (a typo must not silently fall back to the
@@ -47,7 +50,7 @@
 
 namespace comm {
 
-inline constexpr int kTuningFileVersion = 4;
+inline constexpr int kTuningFileVersion = 5;
 
 // What a tuning file holds besides links and compute (versions 3 and 4).
 struct TuningExtras {

@@ -495,6 +495,17 @@ TEST_CASE("tuning file round trip") {
   CHECK(cb.cache_bytes == (std::size_t{4} << 20));
   CHECK(cb.reduce_large_gbps == 3.5);
   CHECK(cb.copy_large_gbps == 5.25);
+  CHECK(back.at(0, 1).transfer_curve.empty());  // none saved, none loaded
+
+  // Version 5: the measured transfer curve.
+  const std::vector<std::pair<std::size_t, double>> curve{{8, 0.0}, {65536, 11.5}, {524288, 85.25}, {1048576, 190.5}};
+  for (auto& l : v2.links)
+    if (l.kind != LinkKind::self) l.transfer_curve = curve;
+  save_tuning(path, v2, saved);
+  REQUIRE(load_tuning(path, back, cb));
+  CHECK(back.at(0, 1).transfer_curve == curve);
+  CHECK(back.at(1, 0).transfer_curve == curve);
+  CHECK(back.at(0, 0).transfer_curve.empty());  // self untouched
 
   LinkMatrix other = two_rank_matrix(LinkKind::shm, 1, 5);  // a kind the file does not list: untouched
   REQUIRE(load_tuning(path, other, c));
@@ -508,7 +519,12 @@ TEST_CASE("malformed tuning files are errors naming the file and the problem") {
   const std::pair<const char*, const char*> cases[] = {
       {"{\"comm_tuning_version\": 1, \"links\": {\"shm\": {\"alpha_us\": 1,}}}", "line 1, column"},
       {"{\"links\": {}}", "missing \"comm_tuning_version\""},
-      {"{\"comm_tuning_version\": 5}", "version 5 is not supported"},
+      {"{\"comm_tuning_version\": 6}", "version 6 is not supported"},
+      {"{\"comm_tuning_version\": 5, \"links\": {\"tcp\": {\"transfer_us\": [[8, 1], [4096, 0.5]]}}}",
+       "links.tcp.transfer_us must list sizes above 0 in increasing order with times that do not decrease (entry 1"},
+      {"{\"comm_tuning_version\": 5, \"links\": {\"tcp\": {\"transfer_us\": [[0, 1]]}}}", "(entry 0"},
+      {"{\"comm_tuning_version\": 5, \"links\": {\"tcp\": {\"transfer_us\": [8, 1]}}}",
+       "links.tcp.transfer_us holds an entry that is not a [bytes, microseconds] pair"},
       {"{\"comm_tuning_version\": 3, \"native\": {\"allreduce\": {\"native\": [[8]]}}}", "[bytes, microseconds] pair"},
       {"{\"comm_tuning_version\": 3, \"native\": {\"allreduse\": {}}}", "allreduse"},
       {"{\"comm_tuning_version\": 3, \"key\": {\"id\": 5}}", "key.id must be a string"},
@@ -584,6 +600,48 @@ TEST_CASE("the calibration fit recovers a synthetic link") {
   CHECK(noise.rndv_threshold_bytes == std::numeric_limits<std::size_t>::max());
   CHECK(noise.beta_gbps == doctest::Approx(beta).epsilon(0.02));
   CHECK_THROWS_AS(fit_link({{8, 1.0}, {1024, 2.0}}), Error);
+}
+
+TEST_CASE("the transfer curve keeps where a link bends, which the line fit averages away") {
+  // Loopback TCP's shape: one rate up to 512 KiB, three times slower per byte beyond.
+  const std::size_t sizes[] = {8,     1024,  4096,   8192,   16384,  24576,
+                               32768, 65536, 131072, 262144, 524288, std::size_t{1} << 20};
+  const auto time_at = [](std::size_t b) {
+    const double kib = static_cast<double>(b) / 1024;
+    return 40.0 + 0.25 * std::min(kib, 512.0) + 0.75 * std::max(kib - 512.0, 0.0);
+  };
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (std::size_t b : sizes) samples.emplace_back(b, time_at(b));
+  const LinkFit fit = fit_link(samples);
+  const auto curve = transfer_curve(samples, fit);
+  REQUIRE(curve.size() == samples.size());
+  for (std::size_t i = 0; i < curve.size(); ++i) {
+    CAPTURE(sizes[i]);
+    CHECK(curve[i].first == sizes[i]);
+    const double handshake = sizes[i] > fit.rndv_threshold_bytes ? fit.rndv_extra_us : 0.0;
+    CHECK(curve[i].second == doctest::Approx(std::max(samples[i].second - fit.alpha_us - handshake, 0.0)));
+  }
+  // Through the curve the model puts each size where it was measured; the line misses the bend.
+  LinkInfo link{LinkKind::tcp, fit.alpha_us, fit.beta_gbps, "bent"};
+  link.rndv_threshold_bytes = fit.rndv_threshold_bytes;
+  link.rndv_extra_us = fit.rndv_extra_us;
+  const auto modelled = [&](std::size_t b) {
+    return link.alpha_us + (b > link.rndv_threshold_bytes ? link.rndv_extra_us : 0.0) +
+           link_transfer_us(link, b, false);
+  };
+  const std::size_t half = std::size_t{512} << 10;
+  CHECK(modelled(half) > 1.1 * time_at(half));  // the line alone: 12 % over
+  link.transfer_curve = curve;
+  for (std::size_t b : sizes) CHECK(modelled(b) == doctest::Approx(time_at(b)));
+
+  // Noise that inverts neighbours pools them to their mean; nothing is negative.
+  const std::vector<std::pair<std::size_t, double>> noisy{{8, 9.0}, {1024, 12.0}, {4096, 14.0}, {8192, 10.0},
+                                                           {16384, 20.0}};
+  LinkFit flat;
+  flat.alpha_us = 10.0;
+  const auto pooled = transfer_curve(noisy, flat);
+  const std::vector<double> want{0.0, 2.0, 2.0, 2.0, 10.0};  // 9 - 10 < 0: 0; 14 and 10 pooled: (4 + 0) / 2
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(pooled[i].second == doctest::Approx(want[i]));
 }
 
 TEST_CASE("the agreed tuning file is rank 0's, on every rank") {

@@ -238,6 +238,31 @@ TEST_CASE("cost model: data beyond cache_bytes moves at the large-data rates") {
         doctest::Approx(b / 1e3 + b / 2e3));
 }
 
+TEST_CASE("cost model: a measured transfer curve is interpolated, continued at beta, and off past the cache") {
+  LinkInfo link{LinkKind::tcp, 5.0, 4.0, "curve"};
+  link.transfer_curve = {{1024, 2.0}, {4096, 8.0}, {65536, 100.0}};
+  CHECK(link_transfer_us(link, 0, false) == 0.0);
+  CHECK(link_transfer_us(link, 512, false) == doctest::Approx(1.0));  // from (0, 0) to the first point
+  CHECK(link_transfer_us(link, 1024, false) == doctest::Approx(2.0));
+  CHECK(link_transfer_us(link, 2048, false) == doctest::Approx(2.0 + 6.0 / 3));
+  CHECK(link_transfer_us(link, 65536, false) == doctest::Approx(100.0));
+  CHECK(link_transfer_us(link, 65536 + 4000, false) == doctest::Approx(100.0 + 4000 / 4e3));  // beyond: at beta
+  link.beta_large_gbps = 1.0;
+  CHECK(link_transfer_us(link, 2048, true) == doctest::Approx(2048 / 1e3));  // from memory: the large-data rate
+  link.transfer_curve.clear();
+  CHECK(link_transfer_us(link, 2048, false) == doctest::Approx(2048 / 4e3));  // no curve: the line
+
+  // A message on such a link costs alpha + the curve, as the simulation runs it.
+  const algo::Algorithm alg{"one_send", Collective::send, one_send, "test"};
+  LinkMatrix links = uniform_links(2, 5.0, 4.0);
+  for (auto& l : links.links)
+    if (l.kind != LinkKind::self) l.transfer_curve = {{1024, 2.0}, {4096, 8.0}, {65536, 100.0}};
+  ComputeParams cp;
+  cp.op_overhead_us = 0.0;
+  CHECK(predict_us(alg, args_for(Collective::send, 2, 32768), links, cp) ==
+        doctest::Approx(5.0 + 8.0 + 92.0 * (32768 - 4096) / (65536 - 4096)));
+}
+
 TEST_CASE("cost model: direct wins tiny all-reduces, ring wins large ones") {
   for (int n : {4, 8, 16}) {
     INFO("n=", n);
