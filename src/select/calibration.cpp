@@ -141,7 +141,8 @@ void apply_kind(LinkMatrix& links, LinkKind kind, const std::vector<double>& v, 
       link.beta_large_gbps = beta_large;
       link.receiver_copies = v[5] != 0;
       link.transfer_curve.clear();
-      for (std::size_t i = 0; i < std::size(kLadder); ++i) link.transfer_curve.emplace_back(kLadder[i], v[kKindFigures + i]);
+      for (std::size_t i = 0; i < std::size(kLadder); ++i)
+        link.transfer_curve.emplace_back(kLadder[i], v[kKindFigures + i]);
       if (link.detail.find("calibrated") == std::string::npos)
         link.detail += link.detail.empty() ? "calibrated" : ", calibrated";
     }
