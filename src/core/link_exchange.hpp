@@ -10,11 +10,14 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace comm::detail {
 
-// The wire form of one rank's row of links, and back (exact round trip).
-std::string serialize_links(const Transport& t);
+// The wire form of one rank's row of links (the transport's link to every
+// rank, itself included), and back into row `from` of `m`: an exact round
+// trip of every LinkInfo field, a transport's transfer curve included.
+std::string serialize_links(const std::vector<LinkInfo>& row);
 void parse_links(const std::string& text, int from, LinkMatrix& m);
 
 // Publishes this rank's row under "links/<rank>" and reads every rank's.

@@ -1,6 +1,7 @@
 // The peer table: host identity, hosts as groups of ranks, the exchange, and
 // the default transport it implies.
 
+#include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
 #include "local_group.hpp"
 
@@ -127,6 +128,45 @@ TEST_CASE("peer table: entries round-trip through the store format; a malformed 
     FAIL("a malformed entry was accepted");
   } catch (const comm::Error& e) {
     CHECK(std::string(e.what()).find("rank 5") != std::string::npos);
+  }
+}
+
+TEST_CASE("link rows round-trip through the store format, transfer curves included; a cut one names its rank") {
+  comm::LinkInfo curved{comm::LinkKind::tcp, 12.5, 3.25, "a transport's own, with spaces"};
+  curved.rndv_threshold_bytes = 16384;
+  curved.rndv_extra_us = 8.75;
+  curved.beta_large_gbps = 1.5;
+  curved.receiver_copies = true;
+  curved.transfer_curve = {{8, 0.0}, {65536, 11.25}, {1048576, 370.125}};
+  const std::vector<comm::LinkInfo> row{{comm::LinkKind::self, 0.0, 1e3, "self"}, curved,
+                                        {comm::LinkKind::shm, 0.3, 8.0, ""}};
+  comm::LinkMatrix m;
+  m.n = 3;
+  m.links.resize(9);
+  comm::detail::parse_links(comm::detail::serialize_links(row), 1, m);
+  for (int p = 0; p < 3; ++p) {
+    CAPTURE(p);
+    const comm::LinkInfo& want = row[static_cast<std::size_t>(p)];
+    const comm::LinkInfo& got = m.at(1, p);
+    CHECK(got.kind == want.kind);
+    CHECK(got.alpha_us == want.alpha_us);
+    CHECK(got.beta_gbps == want.beta_gbps);
+    CHECK(got.rndv_threshold_bytes == want.rndv_threshold_bytes);
+    CHECK(got.rndv_extra_us == want.rndv_extra_us);
+    CHECK(got.beta_large_gbps == want.beta_large_gbps);
+    CHECK(got.receiver_copies == want.receiver_copies);
+    CHECK(got.transfer_curve == want.transfer_curve);
+    CHECK(got.detail == want.detail);
+  }
+  std::string cut = comm::detail::serialize_links({curved});
+  cut = cut.substr(0, cut.find(" 65536"));  // the curve says 3 points and holds 1
+  m.n = 1;
+  m.links.resize(1);
+  try {
+    comm::detail::parse_links(cut, 0, m);
+    FAIL("a row with a cut transfer curve was accepted");
+  } catch (const comm::Error& e) {
+    CHECK(std::string(e.what()).find("malformed link row from rank 0") != std::string::npos);
   }
 }
 
