@@ -68,8 +68,9 @@ struct LinkInfo {
   /// (0, 0) below the first) instead of bytes / beta_gbps, one past it the
   /// last point's time plus the rest at beta_gbps: a link whose cost per byte
   /// changes with the size (loopback TCP under Gloo in one calibration here:
-  /// 0.29 us per KiB from 256 to 512 KiB, 0.85 from 512 KiB to 1 MiB) is not forced onto one line. Collectives
-  /// whose data exceeds ComputeModel::cache_bytes use beta_large_gbps.
+  /// 0.29 us per KiB from 256 to 512 KiB, 0.85 from 512 KiB to 1 MiB) is not
+  /// forced onto one line. Collectives whose data exceeds
+  /// ComputeModel::cache_bytes use beta_large_gbps.
   std::vector<std::pair<std::size_t, double>> transfer_curve{};
 };
 
