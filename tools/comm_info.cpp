@@ -265,11 +265,7 @@ void json_peers(json::Writer& w, const Communicator& c) {
       const LinkInfo l = c.link(a, b);
       w.begin_object().member("from", a).member("to", b).member("kind", to_string(l.kind));
       w.member("alpha_us", l.alpha_us).member("beta_gbps", l.beta_gbps).member("detail", l.detail);
-      if (!l.transfer_curve.empty()) {
-        w.key("transfer_us").begin_array();
-        for (const auto& [bytes, us] : l.transfer_curve) w.begin_array().value(bytes).value(us).end_array();
-        w.end_array();
-      }
+      if (!l.transfer_curve.empty()) w.member("transfer_us", l.transfer_curve);
       w.end_object();
     }
   w.end_array();

@@ -321,9 +321,7 @@ void write_profile(json::Writer& w, const NativeProfile& profile, std::string_vi
       if (curve.collective != c) continue;
       if (!any) w.key(to_string(c)).begin_object();
       any = true;
-      w.key(curve.algorithm).begin_array();
-      for (const auto& [bytes, us] : curve.points) w.begin_array().value(bytes).value(us).end_array();
-      w.end_array();
+      w.member(curve.algorithm, curve.points);
     }
     if (any) w.end_object();
   }
@@ -348,11 +346,7 @@ std::string tuning_json(const LinkMatrix& links, const ComputeParams& compute, c
     w.member("rndv_extra_us", l->rndv_extra_us);
     if (l->beta_large_gbps > 0) w.member("beta_large_gbps", l->beta_large_gbps);
     w.member("receiver_copies", l->receiver_copies);
-    if (!l->transfer_curve.empty()) {
-      w.key("transfer_us").begin_array();
-      for (const auto& [bytes, us] : l->transfer_curve) w.begin_array().value(bytes).value(us).end_array();
-      w.end_array();
-    }
+    if (!l->transfer_curve.empty()) w.member("transfer_us", l->transfer_curve);
     w.end_object();
   }
   w.end_object();

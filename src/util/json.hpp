@@ -105,6 +105,13 @@ class Writer {
     char buf[24];
     return raw(integer_text(buf, i));
   }
+  /// [[bytes, microseconds], ...]: the measured curves comm writes (tuning
+  /// files, comm-info).
+  Writer& value(const std::vector<std::pair<std::size_t, double>>& points) {
+    begin_array();
+    for (const auto& [bytes, us] : points) begin_array().value(bytes).value(us).end_array();
+    return end_array();
+  }
   Writer& null();
   /// A value that is already JSON text (e.g. a document made elsewhere).
   Writer& raw_value(std::string_view json) { return raw(json); }
