@@ -41,8 +41,9 @@ using Clock = std::chrono::steady_clock;
 // comm's own algorithms; 5: candidates timed in a carryover-balanced order; 6: an untimed algorithm
 // predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at); 7: a last
 // size, 32 MiB, where the data comes from memory; 8: the links' transfer curves
-// (LinkInfo::transfer_curve), from a ladder with 128 and 512 KiB rungs.
-constexpr int kCalibrationRevision = 8;
+// (LinkInfo::transfer_curve), from a ladder with 128 and 512 KiB rungs; 9: past
+// the cache a turn's first call is its warm-up, at every size (was: the last).
+constexpr int kCalibrationRevision = 9;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",
