@@ -25,6 +25,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 namespace comm {
 namespace ofi {
@@ -41,9 +42,10 @@ std::string shm_region_name(long pid, int rank) {
   return detail::comm_shm_prefix("ofi", pid) + std::to_string(rank) + "-" + std::to_string(endpoints.fetch_add(1));
 }
 
-ProviderWatchdog::ProviderWatchdog(std::function<std::string()> diagnose, int rank,
+ProviderWatchdog::ProviderWatchdog(std::function<std::string()> diagnose, std::function<void()> before_exit, int rank,
                                    std::chrono::milliseconds stuck_after, std::chrono::milliseconds give_up_after)
-    : diagnose_(std::move(diagnose)), rank_(rank), stuck_after_(stuck_after), give_up_after_(give_up_after) {
+    : diagnose_(std::move(diagnose)), before_exit_(std::move(before_exit)), rank_(rank), stuck_after_(stuck_after),
+      give_up_after_(give_up_after) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -82,6 +84,10 @@ void ProviderWatchdog::run() {
                  "COMM_OFI_PROVIDER='tcp;ofi_rxm', where a dead peer is an error instead.\n",
                  rank_, std::chrono::duration<double>(inside).count(), why.c_str());
     std::fflush(stderr);
+    try {
+      before_exit_();
+    } catch (...) {
+    }
     std::_Exit(70);
   }
 }
@@ -101,8 +107,9 @@ void OfiTransport::check_shm_use() {
   COMM_WARN("ofi: provider shm was asked for explicitly: a rank killed inside it can leave the others spinning in "
             "libfabric forever (its shared-memory lock is never released); a watchdog then ends the stuck process "
             "(exit code 70) naming the dead rank. COMM_TRANSPORT=shm or ucx fail such a job cleanly instead.");
-  watchdog_ = std::make_unique<ProviderWatchdog>([this] { return dead_local_peers(); }, rank_, kStuckAfter,
-                                                 std::max<std::chrono::milliseconds>(timeout_, kStuckAfter));
+  watchdog_ = std::make_unique<ProviderWatchdog>(
+      [this] { return dead_local_peers(); }, [this] { remove_regions_before_exit(); }, rank_, kStuckAfter,
+      std::max<std::chrono::milliseconds>(timeout_, kStuckAfter));
 }
 
 // Runs on the watchdog's thread: reads only what never changes after creation.
@@ -126,6 +133,15 @@ void OfiTransport::remove_regions_of(int peer) noexcept {
     return;
   if (const auto n = detail::remove_shm_files_of(proc.pid))
     COMM_INFO("ofi: removed " << n << " shared-memory file(s) of dead rank " << peer << " (pid " << proc.pid << ")");
+}
+
+// Runs on the watchdog's thread as it ends the process: this process's own
+// regions (the endpoint is never closed) and those of the dead local peers
+// (this rank would have removed them on seeing the failure).
+void OfiTransport::remove_regions_before_exit() noexcept {
+  detail::remove_shm_files_of(static_cast<long>(::getpid()));
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) remove_regions_of(p);
 }
 
 }  // namespace ofi

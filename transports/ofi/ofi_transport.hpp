@@ -87,11 +87,14 @@ std::string shm_region_name(long pid, int rank);
 /// unwound. So after `stuck_after` inside one call, if `diagnose` names a
 /// dead same-host peer, or after `give_up_after` regardless (a frozen peer
 /// holding it), the reason is printed and the process exits with code 70:
-/// a way out the communicator cannot offer from inside the call.
+/// a way out the communicator cannot offer from inside the call. An exit
+/// that skips the endpoint's close leaves its region in /dev/shm, so
+/// `before_exit` runs first (it removes the files this process and its dead
+/// peers left: without commrun nobody else does).
 class ProviderWatchdog {
  public:
-  ProviderWatchdog(std::function<std::string()> diagnose, int rank, std::chrono::milliseconds stuck_after,
-                   std::chrono::milliseconds give_up_after);
+  ProviderWatchdog(std::function<std::string()> diagnose, std::function<void()> before_exit, int rank,
+                   std::chrono::milliseconds stuck_after, std::chrono::milliseconds give_up_after);
   ~ProviderWatchdog();
   ProviderWatchdog(const ProviderWatchdog&) = delete;
   ProviderWatchdog& operator=(const ProviderWatchdog&) = delete;
@@ -102,6 +105,7 @@ class ProviderWatchdog {
  private:
   void run();
   std::function<std::string()> diagnose_;
+  std::function<void()> before_exit_;
   int rank_;
   std::chrono::milliseconds stuck_after_, give_up_after_;
   std::atomic<std::int64_t> entered_ns_{0};
@@ -191,6 +195,7 @@ class OfiTransport final : public TransportBase {
   void check_shm_use();
   std::string dead_local_peers() const;
   void remove_regions_of(int peer) noexcept;
+  void remove_regions_before_exit() noexcept;
 
   // failure detection (ofi_links.cpp)
   bool is_shm() const;
