@@ -14,28 +14,34 @@
 #   - comm-bench over UCX shared memory (UCX_TLS=shm, automatic selection), and
 #     from 4 MiB the fastest of every UCX algorithm (--algo all);
 # then one line per target of issue 15 with the worst ratio over its sizes.
-# Ranks are bound to cores (rank r on core r) for every contender when they
-# fit; with --ranks above the cores they run unbound, oversubscribed.
+# Ranks are bound to cores for every contender (--bind core, the default:
+# rank r on core r, and with --ranks above the cores round-robin, r on core
+# r mod cores, as commrun --bind core and mpirun --map-by core do), or run
+# unbound (--bind none), where the kernel places and moves them: 4 ranks on 2
+# cores took 2.3-2.6 us at 8 B over shm in most runs and 4.0-4.7 in one in
+# four or five, against 2.4-2.6 bound round-robin.
 # With -r R the whole side-by-side block runs R times and every figure is the
 # median of its R runs: on this shared VM one job in four or five runs 2-6x
 # slower at >= 32 KiB for its whole life (whichever contender it is), so a
 # single run's ratio can land anywhere between 0.2 and 9.
-#   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2] [-r 1]
+#   bash tools/compare-shm.sh [-e 64M] [-n 200] [--ranks 2] [--bind core|none] [-r 1]
 # Writes results/compare-shm/*.txt and prints the table with the ratios the
 # issue asks for. Needs openmpi-bin, libopenmpi-dev (installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-max=64M iters=200 ranks=2 runs=1
+max=64M iters=200 ranks=2 runs=1 placement=core
 while [ $# -gt 0 ]; do
   case $1 in
     -e) max=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
+    --bind) placement=$2; shift 2 ;;
     -r) runs=$2; shift 2 ;;
-    *) echo "usage: $0 [-e MAXBYTES] [-n ITERS] [--ranks N] [-r RUNS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-e MAXBYTES] [-n ITERS] [--ranks N] [--bind core|none] [-r RUNS]" >&2; exit 2 ;;
   esac
 done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "compare-shm: -r wants a positive number of runs, not '$runs'" >&2; exit 2; }
+[[ $placement =~ ^(core|none)$ ]] || { echo "compare-shm: --bind wants core or none, not '$placement'" >&2; exit 2; }
 build=${COMM_BUILD_DIR:-build}
 out=results/compare-shm
 mkdir -p "$out"
@@ -46,13 +52,11 @@ command -v mpicc >/dev/null || apt-get install -y openmpi-bin libopenmpi-dev >/d
 cmake --build "$build" --target commrun comm-bench oneshot-floor >/dev/null
 mpicc -O2 tools/bench/mpi_allreduce.c -o "$out/mpi_allreduce"
 cc -O3 -march=native "$floor_c" -o "$out/shm_floor"
-# Rank r on core r when the ranks fit on the cores (commrun --bind core, mpirun
-# --bind-to core); unbound and oversubscribed when they do not.
-if [ "$ranks" -le "$(nproc)" ]; then
-  bind=(--bind core) mpi_bind=(--bind-to core)
-else
-  bind=(--bind none) mpi_bind=(--bind-to none --oversubscribe)
-fi
+# The placement of every contender (see the top); mpirun binds several ranks
+# to a core only when told that it may.
+bind=(--bind "$placement") floor_bind=(-b "$placement") mpi_bind=(--bind-to none)
+[ "$placement" = none ] || mpi_bind=(--map-by core --bind-to core:overload-allowed)
+[ "$ranks" -le "$(nproc)" ] || mpi_bind+=(--oversubscribe)
 uptime | sed 's/^/# load: /'
 
 bench() {  # bench <transport> <file> [VAR=value...] [-- comm-bench flags]
@@ -71,7 +75,7 @@ measure() {
   local d=$1
   mkdir -p "$d"
   taskset -c 0,1 "$out/shm_floor" >"$d/floor.txt"
-  "$build/bin/oneshot-floor" -r "$ranks" -n 20000 >"$d/oneshot_floor.txt"
+  "$build/bin/oneshot-floor" -r "$ranks" -n 20000 "${floor_bind[@]}" >"$d/oneshot_floor.txt"
   mpirun --allow-run-as-root -np "$ranks" "${mpi_bind[@]}" "$out/mpi_allreduce" -e "$max" -n "$iters" >"$d/mpi.txt"
   bench shm "$d/shm"
   bench auto "$d/auto"
@@ -125,7 +129,7 @@ bare=$(awk '{print $2}' "$out/bare.rows")
 bare_n=$(awk '{print $2}' "$out/bare_n.rows")
 [ "$runs" -eq 1 ] || echo "# medians of $runs runs"
 echo "# bare one-shot 8 B (shm_floor.c): $bare us; $ranks ranks (floor and bare: 2 ranks)"
-echo "# bare one-shot 8 B of $ranks ranks (oneshot_floor.c): $bare_n us"
+echo "# bare one-shot 8 B of $ranks ranks (oneshot_floor.c): $bare_n us; ranks bound: $placement"
 awk -v bare="$bare" -v bare_n="$bare_n" -v ranks="$ranks" '
   FNR == 1 {file++}
   file == 1 {floor[$1] = $2; next}

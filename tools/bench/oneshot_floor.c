@@ -9,9 +9,10 @@
  * It is the floor for the direct-memory engine where shm_floor.c (2 ranks)
  * does not reach: with more ranks than cores a rank that spins holds the core
  * a peer needs, so here, as in comm's shm transport, every wait yields at
- * once when the ranks outnumber the usable cores; otherwise each rank is
- * bound to a core of its own and spins.
- *   build/bin/oneshot-floor [-r 4] [-n 20000]   (the CMake target oneshot-floor)
+ * once when the ranks outnumber the usable cores; otherwise each spins. With
+ * -b core (the default) rank r is bound to the usable core r mod cores, as
+ * commrun --bind core places ranks; with -b none the kernel places them.
+ *   build/bin/oneshot-floor [-r 4] [-n 20000] [-b core|none]   (the CMake target oneshot-floor)
  * Run by tools/compare-shm.sh beside comm-bench. */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -58,14 +59,16 @@ static void* shared(size_t bytes) {
 }
 
 int main(int argc, char** argv) {
-  int ranks = 2, iters = 20000, bad = 0;
+  int ranks = 2, iters = 20000, bind = 1, bad = 0;
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 < argc && !strcmp(argv[i], "-r")) ranks = atoi(argv[i + 1]);
     else if (i + 1 < argc && !strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+    else if (i + 1 < argc && !strcmp(argv[i], "-b") && (!strcmp(argv[i + 1], "core") || !strcmp(argv[i + 1], "none")))
+      bind = !strcmp(argv[i + 1], "core");
     else bad = 1;
   }
   if (bad || ranks < 2 || ranks > kMaxRanks || iters < 1) {
-    fprintf(stderr, "usage: oneshot_floor [-r RANKS (2-%d)] [-n ITERATIONS (>= 1)]\n", kMaxRanks);
+    fprintf(stderr, "usage: oneshot_floor [-r RANKS (2-%d)] [-n ITERATIONS (>= 1)] [-b core|none]\n", kMaxRanks);
     return 2;
   }
   cpu_set_t set;
@@ -83,11 +86,11 @@ int main(int argc, char** argv) {
     }
     if (pid == 0) rank = r;
   }
-  if (!yield) {  // rank r on the r-th usable core, as commrun --bind core does
+  if (bind) {  // rank r on usable core r mod cores, as commrun --bind core does
     cpu_set_t mine;
     CPU_ZERO(&mine);
     for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set) && seen++ == rank) CPU_SET(c, &mine);
+      if (CPU_ISSET(c, &set) && seen++ == rank % cpus) CPU_SET(c, &mine);
     sched_setaffinity(0, sizeof mine, &mine);
   }
   long wrong = 0;  // calls whose sum was not the one every rank's value gives
@@ -123,8 +126,9 @@ int main(int argc, char** argv) {
     }
   }
   qsort(slowest, (size_t)iters, sizeof(double), cmp);
-  printf("bare one-shot 8 B all-reduce, %d ranks on %d cores (%s): median %.3f us (p10 %.3f, p90 %.3f)\n", ranks,
-         cpus, yield ? "waits yield" : "waits spin", slowest[iters / 2], slowest[iters / 10], slowest[iters * 9 / 10]);
+  printf("bare one-shot 8 B all-reduce, %d ranks on %d cores (%s, %s): median %.3f us (p10 %.3f, p90 %.3f)\n", ranks,
+         cpus, yield ? "waits yield" : "waits spin", bind ? "bound" : "unbound", slowest[iters / 2], slowest[iters / 10],
+         slowest[iters * 9 / 10]);
   free(slowest);
   return 0;
 }
