@@ -22,34 +22,17 @@ namespace comm::detail {
 namespace {
 
 // One timed (algorithm, size): where its iterations sit in the times vector.
-// `first_call_warms`: the size's turns have no untimed calls (past the
-// cache, warm_calls_per_turn), so each turn's first timed call is its warm-up.
 struct Point {
   std::size_t algorithm;
   std::size_t bytes;
   std::size_t first;
   int iterations;
-  bool first_call_warms;
 };
 
-// A point's time: the median of its iterations in `times`; past the cache, of
-// the later calls of each turn only (a turn's calls are consecutive,
-// kTimedPerTurn of them). There, with the data coming from memory, the first
-// call of a turn, after another algorithm's, can be the slow one: in three
-// calibrations on shm mem_peer_twoshot took 9.8, 10.1 and 11.6 ms at 32 MiB,
-// then 7.8, 8.7 and 7.9 (back to back 8.4), and at 8 MiB 2.78 then 1.32 ms
-// (comm-bench back to back: 0.98-1.05), so the median of a round's two put
-// it at 1.36-1.68x comm-bench's time and auto picked mem_twoshot at 1.25x it.
+// A point's time: the median of its iterations in `times`.
 double point_time(const Point& p, const std::vector<double>& times) {
   const auto from = times.begin() + static_cast<std::ptrdiff_t>(p.first);
-  std::vector<double> calls(from, from + p.iterations);
-  if (p.first_call_warms && p.iterations >= kTimedPerTurn) {
-    std::size_t kept = 0;
-    for (std::size_t k = 0; k < calls.size(); ++k)
-      if (k % kTimedPerTurn != 0) calls[kept++] = calls[k];
-    calls.resize(kept);
-  }
-  return calib::robust_median(std::move(calls));
+  return calib::robust_median(std::vector<double>(from, from + p.iterations));
 }
 
 // Adds each point's time (point_time) to `profile`, in place of a time
@@ -69,12 +52,11 @@ void add_point_times(NativeProfile& profile, const std::vector<std::string>& nam
 // The points timed at one size (candidates refused there are left out) and
 // their times, in one vector for the exchange that makes them the slowest rank's.
 void collect(const std::vector<std::size_t>& candidates, std::size_t refused, std::size_t bytes,
-             std::size_t cache_bytes, const std::vector<std::vector<double>>& mine, int iterations,
-             std::vector<Point>& points, std::vector<double>& times) {
-  const bool first_call_warms = warm_calls_per_turn(bytes, cache_bytes) == 0;
+             const std::vector<std::vector<double>>& mine, int iterations, std::vector<Point>& points,
+             std::vector<double>& times) {
   for (const std::size_t i : candidates) {
     if (i == refused) continue;
-    points.push_back({i, bytes, times.size(), iterations, first_call_warms});
+    points.push_back({i, bytes, times.size(), iterations});
     times.insert(times.end(), mine[i].begin(), mine[i].end());
   }
 }
@@ -154,9 +136,9 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // the lines it touches (which rank holds them, in what state; for a
         // direct-memory algorithm also where its window data went): after
         // another algorithm's call it is not what the user's back-to-back
-        // calls see. So each candidate's turn is a short burst: up to the
-        // model's cache size two untimed calls, then kTimedPerTurn timed
-        // ones, back to back. Single timed calls, each after one untimed
+        // calls see. So each candidate's turn is a short burst: untimed calls
+        // (warm_calls_per_turn), then kTimedPerTurn timed ones, back to back.
+        // Single timed calls, each after one untimed
         // one, measured mem_twoshot at 1 MiB on shm at 144 us and 515 us
         // (two phases of this VM) against 63 and 108 us back to back. A
         // direct-memory algorithm's data moves through the whole window, a
@@ -227,7 +209,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
                                   std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
     std::vector<double> times;
-    collect(c.indices, names.size(), bytes, cache_bytes, mine, iterations, points, times);
+    collect(c.indices, names.size(), bytes, mine, iterations, points, times);
     // What the size took, barriers and untimed calls included, goes with the
     // times into the exchange: the slowest rank's figure, the same on every rank.
     times.push_back(calib::micros(calib::Clock::now() - size_began));
@@ -308,7 +290,6 @@ std::vector<bool> CommunicatorImpl::points_to_check(const std::vector<CacheCheck
 std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>& checks) {
   const std::vector<std::string> names = own_algorithms(*selector_);
   const std::vector<bool> wanted = points_to_check(checks);
-  const std::size_t cache_bytes = selector_->compute().cache_bytes;
   std::size_t largest = 0;
   for (const CacheCheck& c : checks) largest = std::max(largest, std::min(c.point.bytes, kLargestTimed));
   std::vector<float> in(largest / sizeof(float), 1.0f), out(in.size(), 0.0f);
@@ -328,7 +309,7 @@ std::vector<double> CommunicatorImpl::time_points(const std::vector<CacheCheck>&
     const auto mine = time_rounds(names, candidates, call, kWarmupRounds, kMinTimedRounds,
                                   kRefinementBudgetPerSizeUs, iterations);
     const std::size_t before = timed.size();
-    collect(candidates, names.size(), bytes, cache_bytes, mine, iterations, timed, times);
+    collect(candidates, names.size(), bytes, mine, iterations, timed, times);
     if (timed.size() > before) timed_as[k] = before;
   }
   slowest_rank(times);

@@ -45,10 +45,18 @@ inline constexpr int kMinTimedRounds = 2, kMaxTimedRounds = 5, kMinTimedRoundsLa
 inline constexpr int kMaxCheapRounds = 40;
 inline constexpr double kCheapSizeUs = 2000;
 inline constexpr int kWarmupRounds = 1;
-// A candidate's turn in a round (core/algorithm_timing.cpp): in cache (up to
-// `cache_bytes`) two untimed calls, then kTimedPerTurn timed ones, back to back.
+// A candidate's turn in a round (core/algorithm_timing.cpp): untimed calls,
+// two in cache (up to `cache_bytes`) and one past it, then kTimedPerTurn
+// timed ones, back to back. Past the cache the first call of a turn, after
+// another algorithm's, can be the slow one: on shm mem_peer_twoshot took
+// 9.8-11.6 ms at 32 MiB, then 7.8-8.7 (back to back 8.4), and 2.78 then 1.32
+// ms at 8 MiB. Timed with no untimed call and only the first calls of each
+// turn left out at 32 MiB, it measured 1.14-1.44x comm-bench's back-to-back
+// time at 8 MiB in three calibrations, and auto's choice there followed the
+// noise (mem_twoshot at 1.16x mem_peer_twoshot); with the untimed call
+// 1.01-1.28x, in the order comm-bench measured.
 inline constexpr int kTimedPerTurn = 2;
-inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 0; }
+inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 1; }
 // From this size up to the model's cache size a direct-memory candidate's
 // turn first touches the windows again (CommunicatorImpl::quiesce_windows;
 // core/algorithm_timing.cpp): its data moves through the whole window call
@@ -62,7 +70,7 @@ inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { ret
 // the cheap rounds.
 inline constexpr std::size_t kQuiesceTurnsFrom = std::size_t{64} << 10;
 inline bool touch_windows_per_turn(std::size_t bytes, std::size_t cache_bytes) {
-  return bytes >= kQuiesceTurnsFrom && warm_calls_per_turn(bytes, cache_bytes) > 0;
+  return bytes >= kQuiesceTurnsFrom && bytes <= cache_bytes;
 }
 
 // The algorithms worth timing at one size (indices into the names, most
