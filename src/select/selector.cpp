@@ -164,11 +164,13 @@ double Selector::predict(Collective c, std::string_view name, std::size_t bytes)
 // changes regime (in-cache rates below, from-memory rates above), so its
 // ratio to the clock jumps between them and a ratio interpolated across
 // carries one regime's error into the other's sizes: at 2 MiB, between 1
-// and 8 MiB, the corrected model put shm's `direct` at 0.59-0.63x its time,
-// every algorithm over ofi shm and UCX shm at 0.76-0.92x. There the corrected
-// times of the two sizes are interpolated instead, as a power of the size
-// (a straight line in log time against log size): 0.93-1.12x in the same
-// runs. Returns a negative value where this does not apply.
+// and 8 MiB, the corrected model put shm's `direct` at 0.59-0.63x its time
+// and every algorithm over UCX shm at 0.76-0.89x (selection-check, two runs
+// each). There the corrected times of the two sizes are interpolated
+// instead, as a power of the size (a straight line in log time against log
+// size): in three runs each, shm's `direct` 0.90-1.00x, every algorithm
+// over shm 0.89-1.15x and over UCX shm 0.84-1.13x. Returns a negative value
+// where this does not apply.
 double Selector::across_cache(Collective c, std::string_view name, std::size_t bytes) const {
   const std::size_t cache = compute_.cache_bytes;
   const NativeCurve* curve = corrections_.find(c, name);
