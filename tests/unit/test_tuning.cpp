@@ -458,6 +458,41 @@ TEST_CASE("measured times scale the model: exact at the ladder, log-interpolated
 }
 
 
+TEST_CASE("across the cache size measured times are interpolated as a power of the size, not as ratios to the model") {
+  const int n = 2;
+  ComputeParams compute{};
+  compute.cache_bytes = std::size_t{4} << 20;
+  compute.copy_large_gbps = compute.copy_gbps / 4;  // the model jumps at the cache size
+  compute.reduce_large_gbps = compute.reduce_gbps / 4;
+  Selector s(n, test::uniform_links(n, LinkKind::shm, 1.0, 5.0), compute, std::size_t{1} << 20, {}, nullptr);
+  const Collective ar = Collective::allreduce;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const double model1 = s.predict_model(ar, "direct", kMiB), model8 = s.predict_model(ar, "direct", 8 * kMiB);
+  const double model4k = s.predict_model(ar, "direct", 4096);
+  REQUIRE(model1 > 0);
+  // Measured: 1 MiB takes 100 us and 8 MiB 1600 us: 16x for 8x the bytes, a
+  // power of 4/3, so 2 MiB lies at 100 * 2^(4/3) and 4 MiB at 100 * 4^(4/3).
+  NativeProfile measured;
+  measured.set(ar, "direct", {{4096, 2 * model4k}, {kMiB, 100.0}, {8 * kMiB, 1600.0}});
+  s.set_measured_profile(measured);
+  CHECK(s.predict(ar, "direct", kMiB) == doctest::Approx(100.0));
+  CHECK(s.predict(ar, "direct", 8 * kMiB) == doctest::Approx(1600.0));
+  CHECK(s.predict(ar, "direct", 2 * kMiB) == doctest::Approx(100.0 * std::pow(2.0, 4.0 / 3)));
+  CHECK(s.predict(ar, "direct", 4 * kMiB) == doctest::Approx(100.0 * std::pow(4.0, 4.0 / 3)));
+  // Not what the model scaled by an interpolated ratio says there.
+  const double f = 1.0 / 3;  // 2 MiB is a third of the way from 1 to 8 MiB in log size
+  const double by_ratio = s.predict_model(ar, "direct", 2 * kMiB) *
+                          (100.0 / model1 + (1600.0 / model8 - 100.0 / model1) * f);
+  CHECK(std::abs(s.predict(ar, "direct", 2 * kMiB) / by_ratio - 1) > 0.05);
+  // On one side of the cache size the ratios are interpolated as before.
+  const double r4k = 2.0, r1m = 100.0 / model1, g = 0.5;  // 64 KiB: halfway from 4 KiB to 1 MiB in log size
+  CHECK(s.predict(ar, "direct", 65536) ==
+        doctest::Approx(s.predict_model(ar, "direct", 65536) * (r4k + (r1m - r4k) * g)));
+  // Past the last point the last ratio holds.
+  CHECK(s.predict(ar, "direct", 32 * kMiB) ==
+        doctest::Approx(s.predict_model(ar, "direct", 32 * kMiB) * 1600.0 / model8));
+}
+
 TEST_CASE("a calibrating communicator times its own all-reduce algorithms and predicts them from the times") {
   TempCache cache;
   Config cfg;
