@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
   }
   qsort(slowest, (size_t)iters, sizeof(double), cmp);
   printf("bare one-shot 8 B all-reduce, %d ranks on %d cores (%s, %s): median %.3f us (p10 %.3f, p90 %.3f)\n", ranks,
-         cpus, yield ? "waits yield" : "waits spin", bind ? "bound" : "unbound", slowest[iters / 2], slowest[iters / 10],
-         slowest[iters * 9 / 10]);
+         cpus, yield ? "waits yield" : "waits spin", bind ? "bound" : "unbound", slowest[iters / 2],
+         slowest[iters / 10], slowest[iters * 9 / 10]);
   free(slowest);
   return 0;
 }
