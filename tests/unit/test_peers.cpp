@@ -3,6 +3,7 @@
 
 #include "core/link_exchange.hpp"
 #include "core/peer_table.hpp"
+#include "forked_child.hpp"
 #include "local_group.hpp"
 
 #include <comm/comm.hpp>
@@ -47,24 +48,12 @@ TEST_CASE("peer table: host identity is stable, one line, and starts with the ho
 TEST_CASE("peer table: another network namespace is another host") {
   // Emulated hosts and containers have their own network namespace; ranks in
   // them cannot meet over this loopback, so they must not count as one host.
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(fds[0]);
+  const comm::test::ForkedChild child = comm::test::run_forked([](int fd) {
     const std::string id = ::unshare(CLONE_NEWNET) == 0 ? comm::host_identity() : std::string("EPERM");
-    const auto n = ::write(fds[1], id.data(), id.size());
-    ::_exit(n == static_cast<ssize_t>(id.size()) ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::string other;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) other.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  REQUIRE(WIFEXITED(status));
+    return ::write(fd, id.data(), id.size()) == static_cast<ssize_t>(id.size()) ? 0 : 1;
+  });
+  REQUIRE(WIFEXITED(child.status));
+  const std::string& other = child.output;
   if (other == "EPERM") {
     MESSAGE("skipped: cannot create a network namespace here (not root?)");
     return;
