@@ -112,6 +112,7 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
   iterations = 0;
   std::vector<std::vector<double>> mine(names.size());
   const std::size_t cache_bytes = selector_->compute().cache_bytes;
+  const int timed_per_turn = timed_calls_per_turn(call.in_bytes);
   // The windows as back-to-back calls leave them, once for the size, or
   // before every direct-memory turn where they leave the caches (below).
   if (!touch_windows_per_turn(call.in_bytes, cache_bytes)) quiesce_windows();
@@ -122,9 +123,9 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
     const double took_us = calib::micros(calib::Clock::now() - began);
     std::array<std::int32_t, 2> over{took_us > budget_us ? 1 : 0, took_us > kCheapSizeUs ? 1 : 0};
     wait(*run_internal(Collective::allreduce, over.data(), over.data(), over.size(), DataType::i32));
-    if (over[0] > 0 && iterations >= min_rounds * kTimedPerTurn) break;
-    if (over[1] > 0 && iterations >= kMaxTimedRounds * kTimedPerTurn) break;
-    if (k >= warmup) iterations += kTimedPerTurn;
+    if (over[0] > 0 && iterations >= min_rounds * timed_per_turn) break;
+    if (over[1] > 0 && iterations >= kMaxTimedRounds * timed_per_turn) break;
+    if (k >= warmup) iterations += timed_per_turn;
     // In an order that changes every round, so that no candidate always
     // follows the same one (util/carryover_order.hpp).
     for (std::size_t j = 0; j < candidates.size(); ++j) {
@@ -137,7 +138,8 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // direct-memory algorithm also where its window data went): after
         // another algorithm's call it is not what the user's back-to-back
         // calls see. So each candidate's turn is a short burst: untimed calls
-        // (warm_calls_per_turn), then kTimedPerTurn timed ones, back to back.
+        // (warm_calls_per_turn), then timed ones (timed_calls_per_turn), back
+        // to back.
         // Single timed calls, each after one untimed one, measured mem_twoshot
         // at 1 MiB on shm at 144 us and 515 us (two phases of this VM) against
         // 63 and 108 us back to back. A direct-memory algorithm's data moves
@@ -149,11 +151,12 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // through the window).
         if (touch_windows_per_turn(call.in_bytes, cache_bytes) && selector_->is_direct(Collective::allreduce, names[i]))
           quiesce_windows();
-        for (int w = warm_calls_per_turn(call.in_bytes, cache_bytes); w > 0; --w)
-          wait(*start(call));
         // A warm-up round's turn is one call: what it is for (connections,
-        // registrations, first touches of the size) happens in the first.
-        for (int t = 0; t < (k < warmup ? 1 : kTimedPerTurn); ++t) {
+        // registrations, first touches of the size) happens in the first,
+        // and a timed turn starts with its own untimed calls.
+        for (int w = k < warmup ? 0 : warm_calls_per_turn(call.in_bytes, cache_bytes); w > 0; --w)
+          wait(*start(call));
+        for (int t = 0; t < (k < warmup ? 1 : timed_per_turn); ++t) {
           wait(*run_internal(Collective::barrier, nullptr, nullptr, 0, DataType::f32));
           const auto t0 = calib::Clock::now();
           wait(*start(call));

@@ -31,8 +31,8 @@ inline constexpr std::size_t kLargestTimed = kTimingLadder[std::size(kTimingLadd
 // Timed rounds per size: at least kMinTimedRounds (kMinTimedRoundsLast from
 // kContendersFrom on: a few contenders, each costly), then more while the size's
 // time stays within kTimingBudgetPerSizeUs on every rank (agreed before each
-// round), at most kMaxTimedRounds. Warm-up rounds come first (one call per
-// candidate, with its turn's untimed calls) and are not counted.
+// round), at most kMaxTimedRounds. Warm-up rounds come first (one untimed
+// call per candidate).
 inline constexpr double kTimingBudgetPerSizeUs = 20000;
 inline constexpr int kMinTimedRounds = 2, kMaxTimedRounds = 5, kMinTimedRoundsLast = 1;
 // Where rounds are cheap, more of them, up to kMaxCheapRounds, while the size
@@ -46,16 +46,17 @@ inline constexpr int kMaxCheapRounds = 40;
 inline constexpr double kCheapSizeUs = 2000;
 inline constexpr int kWarmupRounds = 1;
 // A candidate's turn in a round (core/algorithm_timing.cpp): untimed calls,
-// two in cache (up to `cache_bytes`) and one past it, then kTimedPerTurn
-// timed ones, back to back. Past the cache the first call of a turn, after
-// another algorithm's, can be the slow one: on shm mem_peer_twoshot took
-// 9.8-11.6 ms at 32 MiB, then 7.8-8.7 (back to back 8.4), and 2.78 then 1.32
-// ms at 8 MiB. Timed with no untimed call and only the first calls of each
-// turn left out at 32 MiB, it measured 1.14-1.44x comm-bench's back-to-back
-// time at 8 MiB in three calibrations, and auto's choice there followed the
-// noise (mem_twoshot at 1.16x mem_peer_twoshot); with the untimed call
-// 1.01-1.28x, in the order comm-bench measured.
-inline constexpr int kTimedPerTurn = 2;
+// two in cache (up to `cache_bytes`) and one past it, then timed ones, back
+// to back: two, and one at the last size, where a call takes milliseconds
+// (on shm a second one there added 40 ms to creation). Past the cache the
+// first call of a turn, after another algorithm's, can be the slow one: on
+// shm mem_peer_twoshot took 9.8-11.6 ms at 32 MiB, then 7.8-8.7 (back to
+// back 8.4), and 2.78 then 1.32 ms at 8 MiB. Timed with no untimed call at 8
+// MiB, it measured 1.14-1.44x comm-bench's back-to-back time there in three
+// calibrations, and auto's choice followed the noise (mem_twoshot at 1.16x
+// mem_peer_twoshot); with the untimed call 1.01-1.28x, in the order
+// comm-bench measured.
+inline int timed_calls_per_turn(std::size_t bytes) { return bytes >= kLargestTimed ? 1 : 2; }
 inline int warm_calls_per_turn(std::size_t bytes, std::size_t cache_bytes) { return bytes <= cache_bytes ? 2 : 1; }
 // From this size up to the model's cache size a direct-memory candidate's
 // turn first touches the windows again (CommunicatorImpl::quiesce_windows;
@@ -113,7 +114,7 @@ inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
 // KiB) are decode's.
 inline constexpr double kAlwaysAffordableUs = 2000;
 // What timing candidates at one size costs: their calls (the warm-up round's
-// one per turn after its untimed ones, then `rounds` timed rounds) and the
+// one per turn, then `rounds` timed rounds) and the
 // synchronisation around them, a barrier before each call a turn times (the
 // warm-up round's included) and each round's agreement on whether the size's
 // budget is spent, `sync_us` each (calibration times a few barriers before
@@ -128,9 +129,8 @@ struct TimingCost {
 
   // One candidate whose call takes `us`.
   double per_candidate(double us) const {
-    const int warm = warm_calls_per_turn(bytes, cache_bytes);
-    return us * (kWarmupRounds * (1 + warm) + rounds * (warm + kTimedPerTurn)) +
-           sync_us * (kWarmupRounds + rounds * kTimedPerTurn);
+    const int warm = warm_calls_per_turn(bytes, cache_bytes), timed = timed_calls_per_turn(bytes);
+    return us * (kWarmupRounds + rounds * (warm + timed)) + sync_us * (kWarmupRounds + rounds * timed);
   }
   // The size's own: every round's agreement.
   double per_size() const { return sync_us * (kWarmupRounds + rounds); }

@@ -42,7 +42,8 @@ using Clock = std::chrono::steady_clock;
 // predicted fastest at a timed size is timed there (timing_plan.hpp challenger_at); 7: a last
 // size, 32 MiB, where the data comes from memory; 8: the links' transfer curves
 // (LinkInfo::transfer_curve), from a ladder with 128 and 512 KiB rungs; 9: past
-// the cache a turn starts with an untimed call too (timing_plan.hpp).
+// the cache a turn starts with an untimed call too, the last size's turns time
+// one call, warm-up rounds one call per candidate (timing_plan.hpp).
 constexpr int kCalibrationRevision = 9;
 
 // Libraries whose version changes what calibration measures.

@@ -303,23 +303,26 @@ TEST_CASE("timing plan: the last size times two contenders of two families, wher
 
 TEST_CASE("the timing of a size fits what is left of the calibration's budget: the most promising candidates first") {
   constexpr std::size_t cache = std::size_t{4} << 20;
-  // In cache each turn has two untimed calls: the warm-up round costs 3 calls
-  // per candidate, each timed round 4; past the cache one: 2 and 3. A barrier
-  // comes before every call a turn times (1 in the warm-up round, 2 in each
-  // timed one) and every round starts with the agreement on the budget.
+  // The warm-up round costs one call per candidate; each timed round's turn
+  // has untimed calls (two in cache, one past it) and two timed ones (one at
+  // the last size): in cache 1 + 4 per round, past it 1 + 3, at the last size
+  // 1 + 2. A barrier comes before every call a turn times (1 in the warm-up
+  // round, 2 in each timed one, 1 at the last size) and every round starts
+  // with the agreement on the budget.
   const TimingCost small{4096, cache, 2, 0.0};
-  CHECK(small.per_candidate(10.0) == doctest::Approx(10.0 * (3 + 2 * 4)));
-  CHECK(TimingCost{std::size_t{8} << 20, cache, 1, 0.0}.per_candidate(10.0) == doctest::Approx(10.0 * (2 + 3)));
+  CHECK(small.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2 * 4)));
+  CHECK(TimingCost{std::size_t{8} << 20, cache, 1, 0.0}.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 3)));
+  CHECK(TimingCost{kLargestTimed, cache, 1, 5.0}.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2) + 5.0 * 2));
   const TimingCost synced{4096, cache, 2, 5.0};
-  CHECK(synced.per_candidate(10.0) == doctest::Approx(10.0 * (3 + 2 * 4) + 5.0 * (1 + 2 * 2)));
+  CHECK(synced.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2 * 4) + 5.0 * (1 + 2 * 2)));
   CHECK(synced.per_size() == doctest::Approx(5.0 * 3));
 
   TimingCandidates c;
-  c.add(4, 1.0);  // each costs 11 x its call at 4 KiB over two rounds
+  c.add(4, 1.0);  // each costs 9 x its call at 4 KiB over two rounds
   c.add(1, 2.0);
   c.add(7, 4.0);
   TimingCandidates fits = c;
-  fit_to_budget(fits, small, 11.0 * 3.0 + 1.0);  // the first two, not the third
+  fit_to_budget(fits, small, 9.0 * 3.0 + 1.0);  // the first two, not the third
   CHECK(fits.indices == std::vector<std::size_t>{4, 1});
   CHECK(fits.us == std::vector<double>{1.0, 2.0});
   CHECK(fits.round_us() == doctest::Approx(3.0));
@@ -328,31 +331,31 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   CHECK(all.indices == c.indices);
   CHECK(all.round_us() == doctest::Approx(7.0));
   TimingCandidates none = c;
-  fit_to_budget(none, small, 10.0);  // not even the first
+  fit_to_budget(none, small, 8.0);  // not even the first
   CHECK(none.indices.empty());
   CHECK(none.us.empty());
   CHECK(none.round_us() == 0.0);
   TimingCandidates floor = c;
-  fit_to_budget(floor, small, 10.0, 2);  // the first two whatever the budget, then what fits
+  fit_to_budget(floor, small, 8.0, 2);  // the first two whatever the budget, then what fits
   CHECK(floor.indices == std::vector<std::size_t>{4, 1});
   // The synchronisation counts: with 5 us barriers the size's agreements take
   // 15 and each candidate 25 more, so the budget that held two holds none,
   // and one holds with room for the first's barriers.
   TimingCandidates no_room = c;
-  fit_to_budget(no_room, synced, 11.0 * 3.0 + 1.0);
+  fit_to_budget(no_room, synced, 9.0 * 3.0 + 1.0);
   CHECK(no_room.indices.empty());
   TimingCandidates one = c;
-  fit_to_budget(one, synced, 15.0 + (11.0 + 25.0) + 1.0);
+  fit_to_budget(one, synced, 15.0 + (9.0 + 25.0) + 1.0);
   CHECK(one.indices == std::vector<std::size_t>{4});
   TimingCandidates two = c;
-  fit_to_budget(two, synced, 15.0 + (11.0 + 25.0) + (22.0 + 25.0));
+  fit_to_budget(two, synced, 15.0 + (9.0 + 25.0) + (18.0 + 25.0));
   CHECK(two.indices == std::vector<std::size_t>{4, 1});
 
   // Past the caches a rung is timed whole or not at all, as long as calibration stays under its cap.
   constexpr std::size_t big = std::size_t{8} << 20;
   const TimingCost past{big, cache, 1, 4.0};
-  const double rung = past.of(c);  // 5 calls each (35) + 3 barriers each (36) + 2 agreements (8)
-  CHECK(rung == doctest::Approx(35.0 + 36.0 + 8.0));
+  const double rung = past.of(c);  // 4 calls each (28) + 3 barriers each (36) + 2 agreements (8)
+  CHECK(rung == doctest::Approx(28.0 + 36.0 + 8.0));
   TimingCandidates under = c;
   cap_past_caches(under, past, kCalibrationCapUs - rung - 1.0);
   CHECK(under.indices == c.indices);
