@@ -139,16 +139,15 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
         // another algorithm's call it is not what the user's back-to-back
         // calls see. So each candidate's turn is a short burst: untimed calls
         // (warm_calls_per_turn), then timed ones (timed_calls_per_turn), back
-        // to back.
-        // Single timed calls, each after one untimed one, measured mem_twoshot
-        // at 1 MiB on shm at 144 us and 515 us (two phases of this VM) against
-        // 63 and 108 us back to back. A direct-memory algorithm's data moves
-        // through the whole window, a call at a time (DirectEngine::place_data),
-        // and back to back the whole window sits in the caches; after the
-        // other candidates' turns it does not, and two calls do not bring it
-        // back: in cache from kQuiesceTurnsFrom its turn starts with the
-        // windows touched again (past the cache a call's own data goes
-        // through the window).
+        // to back. Single timed calls, each after one untimed one, measured
+        // mem_twoshot at 1 MiB on shm at 144 us and 515 us (two phases of this
+        // VM) against 63 and 108 us back to back. A direct-memory algorithm's
+        // data moves through the whole window, a call at a time
+        // (DirectEngine::place_data), and back to back the whole window sits
+        // in the caches; after the other candidates' turns it does not, and
+        // two calls do not bring it back: in cache from kQuiesceTurnsFrom its
+        // turn starts with the windows touched again (past the cache a call's
+        // own data goes through the window).
         if (touch_windows_per_turn(call.in_bytes, cache_bytes) && selector_->is_direct(Collective::allreduce, names[i]))
           quiesce_windows();
         // A warm-up round's turn is one call: what it is for (connections,

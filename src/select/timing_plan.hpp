@@ -114,13 +114,13 @@ inline double algorithm_timing_budget_us(double calibration_elapsed_us) {
 // KiB) are decode's.
 inline constexpr double kAlwaysAffordableUs = 2000;
 // What timing candidates at one size costs: their calls (the warm-up round's
-// one per turn, then `rounds` timed rounds) and the
-// synchronisation around them, a barrier before each call a turn times (the
-// warm-up round's included) and each round's agreement on whether the size's
-// budget is spent, `sync_us` each (calibration times a few barriers before
-// it plans). Without the synchronisation the estimates were 1.3-2x under
-// what sizes took (Gloo 8 B: 21.7 ms for 12.3 estimated; 8 ranks on 2 cores
-// over ofi: a 4 KiB rung planned to fit took 54-81 ms).
+// one per turn, then `rounds` timed rounds) and the synchronisation around
+// them, a barrier before each call a turn times (the warm-up round's
+// included) and each round's agreement on whether the size's budget is
+// spent, `sync_us` each (calibration times a few barriers before it plans).
+// Without the synchronisation the estimates were 1.3-2x under what sizes took
+// (Gloo 8 B: 21.7 ms for 12.3 estimated; 8 ranks on 2 cores over ofi: a 4 KiB
+// rung planned to fit took 54-81 ms).
 struct TimingCost {
   std::size_t bytes = 0;
   std::size_t cache_bytes = 0;
