@@ -142,13 +142,23 @@ void CommunicatorImpl::fail_started(Operation& op, const Error& e) {
       const auto [why, culprit] = explain_timeout(op, wait->missing());
       op.message += why;
       cause = culprit;
-    } else if (Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, wait->missing(),
-                                        std::chrono::milliseconds(300));
-               c.source == Culprit::Source::note) {
-      recorder_.update(op.id, OpState::failed, 0, 1, op.message);
-      const int peer = c.note.rank;
-      fail_blaming(op, op.code, op.message, peer, std::move(c));
-      throw Error(op.code, op.message);
+    } else {
+      // What the store or the launcher knows comes first: a peer that closed
+      // its communicator after another rank died, or failed on a peer read of
+      // a rank killed mid-call, is not the one to blame. Where nothing is
+      // known, the one rank waited on is, in this rank's note too: the ranks
+      // waiting on this one would otherwise blame this one ("rank 2 failed
+      // because rank 0 failed first", rank 0 having read dead rank 1's buffer).
+      const std::vector<int>& missing = wait->missing();
+      Culprit c = find_culprit(store_, lineage_.root, lineage_.root_ranks, rank_, missing,
+                               std::chrono::milliseconds(300));
+      const int peer = c.source == Culprit::Source::note ? c.note.rank : missing.size() == 1 ? missing.front() : -1;
+      if (c.source != Culprit::Source::none && peer >= 0) {
+        recorder_.update(op.id, OpState::failed, 0, 1, op.message);
+        fail_blaming(op, op.code, op.message, peer, std::move(c));
+        throw Error(op.code, op.message);
+      }
+      if (e.code() == ErrorCode::peer_failed && missing.size() == 1) cause = missing.front();
     }
   }
   if (cause < 0 && e.code() == ErrorCode::peer_failed && std::string_view(e.what()).find("rank ") == std::string_view::npos)

@@ -166,8 +166,15 @@ void copy_from_peer(std::byte* const* win, const HostCall& call, std::byte* dst,
                     std::size_t bytes) {
   const std::size_t at = src.space == DirectSpace::peer_input ? kDirectPeerInputOffset : kDirectPeerOutputOffset;
   const std::uint64_t base = load_word(win[src.rank] + at);
-  call.peer_reads->read(src.rank, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base + src.offset)), dst,
-                        bytes);
+  try {
+    call.peer_reads->read(src.rank, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base + src.offset)),
+                          dst, bytes);
+  } catch (const Error& e) {
+    // A peer that died while its buffer was read: the call failed waiting on
+    // it, as on a flag of a peer that died, and the failure is that peer's.
+    if (e.code() != ErrorCode::peer_failed) throw;
+    throw WaitFailure(e, {src.rank});
+  }
 }
 
 }  // namespace
