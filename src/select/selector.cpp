@@ -153,39 +153,35 @@ double Selector::predict_model(Collective c, std::string_view name, std::size_t 
   return -1.0;
 }
 
+// The model scaled by measured / modelled, interpolated in log size between
+// the corrected sizes and held beyond them. Between two corrected sizes on
+// either side of the cache size the model changes regime (in-cache rates
+// below, from-memory rates above), so its ratio to the clock jumps between
+// them and a ratio interpolated across carries one regime's error into the
+// other's sizes: at 2 MiB, between 1 and 8 MiB, the corrected model put
+// shm's `direct` at 0.59-0.63x its time and every algorithm over UCX shm at
+// 0.76-0.89x (selection-check, two runs each). There the corrected times of
+// the two sizes are interpolated instead, as a power of the size (a straight
+// line in log time against log size): in three runs each, shm's `direct`
+// 0.90-1.00x, every algorithm over shm 0.89-1.15x and over UCX shm 0.84-1.13x.
 double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
   const double us = predict_model(c, name, bytes);
-  if (us < 0) return us;
-  const double across = across_cache(c, name, bytes);
-  return across > 0 ? across : us * correction(c, name, bytes);
-}
-
-// Between two corrected sizes on either side of the cache size the model
-// changes regime (in-cache rates below, from-memory rates above), so its
-// ratio to the clock jumps between them and a ratio interpolated across
-// carries one regime's error into the other's sizes: at 2 MiB, between 1
-// and 8 MiB, the corrected model put shm's `direct` at 0.59-0.63x its time
-// and every algorithm over UCX shm at 0.76-0.89x (selection-check, two runs
-// each). There the corrected times of the two sizes are interpolated
-// instead, as a power of the size (a straight line in log time against log
-// size): in three runs each, shm's `direct` 0.90-1.00x, every algorithm
-// over shm 0.89-1.15x and over UCX shm 0.84-1.13x. Returns a negative value
-// where this does not apply.
-double Selector::across_cache(Collective c, std::string_view name, std::size_t bytes) const {
-  const std::size_t cache = compute_.cache_bytes;
-  const NativeCurve* curve = corrections_.find(c, name);
-  if (cache == 0 || !curve) return -1.0;
+  const NativeCurve* curve = us < 0 ? nullptr : corrections_.find(c, name);
+  if (!curve) return us;
   const auto& p = curve->points;
+  if (bytes <= p.front().first) return us * p.front().second;
+  if (bytes >= p.back().first) return us * p.back().second;
   const auto hi = std::lower_bound(p.begin(), p.end(), bytes, [](const auto& q, std::size_t b) { return q.first < b; });
-  if (hi == p.begin() || hi == p.end() || hi->first == bytes) return -1.0;
   const auto lo = hi - 1;
-  if (lo->first > cache || hi->first <= cache) return -1.0;
-  const double at_lo = predict_model(c, name, lo->first) * lo->second;
-  const double at_hi = predict_model(c, name, hi->first) * hi->second;
-  if (at_lo <= 0 || at_hi <= 0) return -1.0;
-  const double f = std::log2(static_cast<double>(bytes) / static_cast<double>(lo->first)) /
-                   std::log2(static_cast<double>(hi->first) / static_cast<double>(lo->first));
-  return at_lo * std::pow(at_hi / at_lo, f);
+  const double f = std::log2(static_cast<double>(bytes) / static_cast<double>(std::max<std::size_t>(1, lo->first))) /
+                   std::log2(static_cast<double>(hi->first) / static_cast<double>(std::max<std::size_t>(1, lo->first)));
+  const std::size_t cache = compute_.cache_bytes;
+  if (cache > 0 && lo->first <= cache && cache < hi->first) {
+    const double at_lo = predict_model(c, name, lo->first) * lo->second;
+    const double at_hi = predict_model(c, name, hi->first) * hi->second;
+    if (at_lo > 0 && at_hi > 0) return at_lo * std::pow(at_hi / at_lo, f);
+  }
+  return us * (lo->second + (hi->second - lo->second) * f);
 }
 
 void Selector::set_measured_profile(const NativeProfile& measured) {
@@ -385,20 +381,6 @@ void Selector::extend_corrections() {
       points.insert(points.begin(), below[i].begin(), below[i].end());
     }
   }
-}
-
-double Selector::correction(Collective c, std::string_view name, std::size_t bytes) const {
-  const NativeCurve* curve = corrections_.find(c, name);
-  if (!curve) return 1.0;
-  const auto& p = curve->points;
-  if (bytes <= p.front().first) return p.front().second;
-  if (bytes >= p.back().first) return p.back().second;
-  std::size_t i = 1;
-  while (p[i].first < bytes) ++i;
-  const double x0 = std::log2(static_cast<double>(std::max<std::size_t>(1, p[i - 1].first)));
-  const double x1 = std::log2(static_cast<double>(p[i].first));
-  const double f = (std::log2(static_cast<double>(bytes)) - x0) / (x1 - x0);
-  return p[i - 1].second + (p[i].second - p[i - 1].second) * f;
 }
 
 bool Selector::ordered(Collective c, std::size_t i) const {

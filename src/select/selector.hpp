@@ -168,8 +168,6 @@ class Selector {
   NativeProfile native_profile_;
   // Per algorithm: (ladder bytes, measured / modelled), increasing bytes.
   NativeProfile corrections_;
-  double correction(Collective c, std::string_view name, std::size_t bytes) const;
-  double across_cache(Collective c, std::string_view name, std::size_t bytes) const;
   void extend_corrections();
   NativeProfile untimed_corrections() const;
   bool deterministic_ = false;
