@@ -135,13 +135,19 @@ void OfiTransport::remove_regions_of(int peer) noexcept {
     COMM_INFO("ofi: removed " << n << " shared-memory file(s) of dead rank " << peer << " (pid " << proc.pid << ")");
 }
 
+// Every dead same-host peer's (remove_regions_of); the identities may be
+// missing when creation failed early.
+void OfiTransport::remove_dead_peers_regions() noexcept {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && static_cast<std::size_t>(p) < procs_.size()) remove_regions_of(p);
+}
+
 // Runs on the watchdog's thread as it ends the process: this process's own
 // regions (the endpoint is never closed) and those of the dead local peers
 // (this rank would have removed them on seeing the failure).
 void OfiTransport::remove_regions_before_exit() noexcept {
   detail::remove_shm_files_of(static_cast<long>(::getpid()));
-  for (int p = 0; p < size_; ++p)
-    if (p != rank_) remove_regions_of(p);
+  remove_dead_peers_regions();
 }
 
 }  // namespace ofi

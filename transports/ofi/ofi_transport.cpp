@@ -135,8 +135,7 @@ OfiTransport::~OfiTransport() {
   // However this communicator ended (a peer's failure seen first by the
   // store, a timeout, a clean exit), a same-host peer that is dead by now has
   // nobody else to remove its regions when it was not started by commrun.
-  for (int p = 0; p < size_; ++p)
-    if (p != rank_ && static_cast<std::size_t>(p) < procs_.size()) remove_regions_of(p);
+  remove_dead_peers_regions();
 }
 
 void OfiTransport::release() noexcept {

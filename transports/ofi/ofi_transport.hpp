@@ -195,6 +195,7 @@ class OfiTransport final : public TransportBase {
   void check_shm_use();
   std::string dead_local_peers() const;
   void remove_regions_of(int peer) noexcept;
+  void remove_dead_peers_regions() noexcept;
   void remove_regions_before_exit() noexcept;
 
   // failure detection (ofi_links.cpp)
