@@ -522,12 +522,12 @@ int fault_mode(comm::Communicator c, const Options& o, const std::string& job_id
                 o.kill_rank, c.size());
     return 1;
   }
-  // Everyone has joined before anyone dies: a death during creation is a
-  // store failure (rank 0 hosts the store), not what this mode tests.
-  c.barrier();
+  // Call -1 is a barrier: everyone has joined before anyone dies (a death
+  // during creation is a store failure, rank 0 hosts the store, not what this
+  // mode tests). Calls 0.. are allreduces; rank R dies inside call K.
   std::vector<float> in(4096, 1.0f), out(4096);
   const int max_iters = o.kill_after + 1000;
-  for (int it = 0; it < max_iters; ++it) {
+  for (int it = -1; it < max_iters; ++it) {
     if (r == o.kill_rank && it == o.kill_after) {
       comm::Work w = c.iallreduce(comm::view(in), comm::view(out), ReduceOp::sum);
       w.test();
@@ -537,11 +537,14 @@ int fault_mode(comm::Communicator c, const Options& o, const std::string& job_id
     }
     const auto t0 = Clock::now();
     try {
-      c.allreduce(comm::view(in), comm::view(out), ReduceOp::sum);
+      if (it < 0)
+        c.barrier();
+      else
+        c.allreduce(comm::view(in), comm::view(out), ReduceOp::sum);
     } catch (const comm::Error& e) {
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       const std::string msg = e.what();
-      std::printf("rank %d: allreduce #%d failed after %.3f s with %s: %s\n", r, it, secs,
+      std::printf("rank %d: %s #%d failed after %.3f s with %s: %s\n", r, it < 0 ? "barrier" : "allreduce", it, secs,
                   std::string(comm::to_string(e.code())).c_str(), msg.c_str());
       const bool names = std::regex_search(msg, std::regex("rank " + std::to_string(o.kill_rank) + "([^0-9]|$)"));
       if (o.linger) wait_for_survivors(c, o.kill_rank, job_id);
@@ -551,8 +554,16 @@ int fault_mode(comm::Communicator c, const Options& o, const std::string& job_id
                   std::chrono::duration<double>(Clock::now() - t1).count());
       if (!names) std::printf("FAIL: the error does not name rank %d\n", o.kill_rank);
       if (secs > 10.0) std::printf("FAIL: the error took %.3f s (limit 10 s)\n", secs);
-      if (it < o.kill_after) std::printf("FAIL: allreduce #%d failed before rank %d died\n", it, o.kill_rank);
-      return names && secs <= 10.0 && it >= o.kill_after ? 0 : 1;
+      // A death fails the whole communicator, so a rank still finishing the
+      // call before the victim's (the victim finished it, having every rank's
+      // input; this rank's last receives may still be pending) fails in that
+      // one. Nobody is further behind: the victim's previous call needed
+      // every rank to have entered it.
+      const int first_may_fail = o.kill_after - 1;
+      if (it < first_may_fail)
+        std::printf("FAIL: call #%d failed, although every rank had finished it before rank %d died\n", it,
+                    o.kill_rank);
+      return names && secs <= 10.0 && it >= first_may_fail ? 0 : 1;
     }
   }
   std::printf("FAIL: rank %d: %d allreduces completed without an error although rank %d was killed\n", r, max_iters,
