@@ -17,6 +17,9 @@ cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm_nccl 2>/dev
 mkdir -p results
 # Loopback only on a single host; on a real cluster drop these to let each library choose.
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_NET_IFACE=${FI_NET_IFACE:-lo}
+# The TCP transports' large sizes depend on it: under bbr, loopback exchanges
+# of 512 KiB and more take twice as long in some jobs as in others (cubic: not).
+echo "# loopback TCP congestion control: $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)"
 bench=("$build"/bin/comm-bench --coll allreduce --transport all --algo all
        -b 8 -e 64M -f 4 --json results/compare.json --plot results/compare.svg "$@")
 

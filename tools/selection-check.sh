@@ -17,7 +17,14 @@
 #   RUNS=3 (sweeps per transport; medians of the runs), ITERS=40, ROUNDS=4
 #   (comm-bench --rounds: every algorithm takes a turn of ITERS/ROUNDS
 #   iterations per round, so a slow spell of the machine hits them alike), MAX=64M,
-#   TRANSPORTS="ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm", COMM_BUILD_DIR=build
+#   TRANSPORTS="ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm", COMM_BUILD_DIR=build,
+#   TCP_CC=host: the TCP variants run over the host's loopback as it is
+#   configured; TCP_CC=<algorithm> (root) runs each of their jobs in a network
+#   namespace of its own whose loopback uses that TCP congestion control, the
+#   host's setting untouched. Under bbr, loopback exchanges of 512 KiB and more
+#   take twice as long in some jobs or phases as in others (UCX tcp, 2 MiB:
+#   780-830 us or 1540-1690; cubic: 770-830 in every job), which no calibration
+#   made before can foresee.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${COMM_BUILD_DIR:-build}
@@ -35,6 +42,24 @@ mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.txt
 export UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_NET_IFACE=lo COMM_IFACE=127.0.0.1
 unset COMM_CALIBRATE COMM_TUNING_FILE COMM_ALGO COMM_DETERMINISTIC
+tcp_cc=${TCP_CC:-host}
+host_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+if [ "$tcp_cc" != host ] && ! grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null; then
+  echo "selection-check: TCP_CC=$tcp_cc is not one of this kernel's congestion controls:" \
+    "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null)" >&2
+  exit 2
+fi
+if [ "$tcp_cc" = host ]; then cc_said="$host_cc, as the host is set"; else cc_said="$tcp_cc (the host: $host_cc)"; fi
+echo "selection-check: loopback TCP congestion control: $cc_said" | tee "$out/tcp-cc.txt" >&2
+# over_tcp <command...>: as it is, or in a namespace of its own (TCP_CC).
+over_tcp() {
+  if [ "$tcp_cc" = host ]; then
+    "$@"
+  else
+    unshare -n sh -c 'ip link set lo up && sysctl -qw net.ipv4.tcp_congestion_control="$0" && exec "$@"' \
+      "$tcp_cc" "$@"
+  fi
+}
 
 for variant in $transports; do
   case $variant in
@@ -50,17 +75,21 @@ for variant in $transports; do
     cache=$out/cache-$variant-$run
     rm -rf "$cache"
     echo "selection-check: $variant run $run/$runs (calibrates into $cache)" >&2
-    env "${vars[@]}" XDG_CACHE_HOME="$PWD/$cache" COMM_LOG=info "$build"/bin/commrun -n 2 -- \
+    case $variant in
+      ucx_tcp | ofi_tcp | gloo) launch=(over_tcp env) ;;
+      *) launch=(env) ;;
+    esac
+    "${launch[@]}" "${vars[@]}" XDG_CACHE_HOME="$PWD/$cache" COMM_LOG=info "$build"/bin/commrun -n 2 -- \
       "$build"/bin/comm-bench --transport "$t" --coll allreduce --algo all -b 8 -e "$max" -f 4 -n "$iters" \
       --rounds "$rounds" --quiet \
       --json "$out/$variant-$run.json" >"$out/$variant-$run.txt" 2>"$out/$variant-$run.log"
     grep -h "init: tuning:" "$out/$variant-$run.log" | head -1 >&2 || true
     case $variant in
       ucx_tcp | ofi_tcp | gloo)
-        [ -e "$out/tcp-floor-$run.txt" ] || "$build"/bin/tcp-floor -b 8 -e "$max" -f 4 -n "$iters" >"$out/tcp-floor-$run.txt" ;;
+        [ -e "$out/tcp-floor-$run.txt" ] || over_tcp "$build"/bin/tcp-floor -b 8 -e "$max" -f 4 -n "$iters" >"$out/tcp-floor-$run.txt" ;;
     esac
     if [ "$t" = gloo ]; then
-      env XDG_CACHE_HOME="$PWD/$cache" COMM_TRANSPORT=gloo "$build"/bin/commrun -n 2 --bind none --no-prefix -- \
+      over_tcp env XDG_CACHE_HOME="$PWD/$cache" COMM_TRANSPORT=gloo "$build"/bin/commrun -n 2 --bind none --no-prefix -- \
         "$build"/bin/comm-gloo-compare --sweep 8 "$max" 4 "$iters" | grep -v '^\[r' >"$out/gloo-own-$run.txt"
     fi
   done

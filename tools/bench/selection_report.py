@@ -191,6 +191,9 @@ def main():
     gloo = report_gloo_own(out)
     report_tcp_floor(out, runs)
     print("\n# verdict")
+    cc = os.path.join(out, "tcp-cc.txt")
+    if os.path.exists(cc):
+        print("#   " + open(cc).read().strip().removeprefix("selection-check: "))
     for v, (pick, pred) in verdicts.items():
         print(f"#   {v:8} auto<=1.10x best: {'PASS' if pick else 'FAIL'}   pred +-25%: {'PASS' if pred else 'FAIL'}")
     if gloo is not None:
