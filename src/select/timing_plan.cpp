@@ -24,8 +24,15 @@ constexpr double kContendersRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
 // The last size shows how the time per byte grows once the data comes from
 // memory. One round of its two contenders costs 10-15 ms on shared memory
 // (2 ranks here) and 35-45 ms over loopback TCP, three calls each with the
-// warm-up: creation stays short where the round fits this budget, and past
-// it the ratio measured at kContendersFrom is carried, as before.
+// warm-up: creation stays short where the round fits this budget. Where two
+// do not fit, the most promising one alone is timed if it fits and what is
+// left of the calibration's budget allows it (TimingCandidates::alone): the
+// change of its ratio from kContendersFrom carries to the others (Selector::
+// extend_corrections). Carrying the ratios of 8 MiB unchanged put every
+// algorithm over loopback TCP at 0.57-0.75x its time at 32-64 MiB, the same
+// way in three runs each (UCX and ofi tcp, under cubic: selection-check),
+// as the time per byte of a loopback exchange grows 1.55x from 8 to 32 MiB
+// (tcp-floor). Past it the ratio measured at kContendersFrom is carried.
 constexpr double kFinalRoundBudgetUs = kTimingBudgetPerSizeUs;
 // An algorithm the model puts this many times behind the fastest is not timed
 // at that size (it will not be chosen there): creation stays short. Where one
@@ -118,7 +125,16 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // is for every larger message, so a round may cost more (once per setup:
   // the result is cached); where even that is too slow, the model's shape
   // carries the ratios measured at the size before.
-  if (contenders && c.round_us() > (final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs)) c = {};
+  const double round_budget_us = final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs;
+  if (contenders && c.round_us() > round_budget_us) {
+    if (final && !c.indices.empty() && c.us.front() <= round_budget_us) {
+      c.indices.resize(1);
+      c.us.resize(1);
+      c.alone = true;
+    } else {
+      c = {};
+    }
+  }
   return c;
 }
 

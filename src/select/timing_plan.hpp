@@ -80,6 +80,9 @@ inline bool touch_windows_per_turn(std::size_t bytes, std::size_t cache_bytes) {
 struct TimingCandidates {
   std::vector<std::size_t> indices;
   std::vector<double> us;
+  // The last size's most promising contender alone, where a round of two
+  // would not fit (worth_timing): timed only within the calibration's budget.
+  bool alone = false;
   void add(std::size_t index, double estimate_us) {
     indices.push_back(index);
     us.push_back(estimate_us);
@@ -126,14 +129,17 @@ struct TimingCost {
   std::size_t cache_bytes = 0;
   int rounds = 0;
   double sync_us = 0;
+  // A lone candidate (TimingCandidates::alone) has none: its turn's untimed
+  // call comes right before its timed one anyway.
+  int warmup_rounds = kWarmupRounds;
 
   // One candidate whose call takes `us`.
   double per_candidate(double us) const {
     const int warm = warm_calls_per_turn(bytes, cache_bytes), timed = timed_calls_per_turn(bytes);
-    return us * (kWarmupRounds + rounds * (warm + timed)) + sync_us * (kWarmupRounds + rounds * timed);
+    return us * (warmup_rounds + rounds * (warm + timed)) + sync_us * (warmup_rounds + rounds * timed);
   }
   // The size's own: every round's agreement.
-  double per_size() const { return sync_us * (kWarmupRounds + rounds); }
+  double per_size() const { return sync_us * (warmup_rounds + rounds); }
   double of(const TimingCandidates& c) const {
     double sum = per_size();
     for (const double us : c.us) sum += per_candidate(us);

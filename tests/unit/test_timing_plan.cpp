@@ -278,7 +278,9 @@ TEST_CASE("timing plan: the last size times two contenders of two families, wher
   // it within reach of the half exchangers. Over fast links the two slots at
   // 32 MiB go to one of each family, not to ring and hierarchical_rail (the
   // same on two ranks, and the two most promising); over 2 GB/s TCP one round
-  // of two takes more than the budget, and nothing is timed there.
+  // of two takes more than the budget, one alone does not, and the most
+  // promising is timed alone; over 0.5 GB/s TCP not even one fits, and
+  // nothing is timed there.
   const auto plan = [](LinkKind kind, double alpha_us, double gbps) {
     Selector s{2, test::uniform_links(2, kind, alpha_us, gbps), ComputeParams{}, kMiB, {}, nullptr, true};
     const std::vector<std::string> names = s.names(Collective::allreduce);
@@ -291,14 +293,29 @@ TEST_CASE("timing plan: the last size times two contenders of two families, wher
       so_far.set(Collective::allreduce, a,
                  {{kContendersFrom, (Selector::moves_alike(bare(a), bare("tree")) ? 0.6 : 1.0) * bare(a)[1]}});
     std::vector<std::vector<double>> timed;
-    for (const std::size_t i : worth_timing(s, names, kLargestTimed, so_far).indices) timed.push_back(bare(names[i]));
-    return std::pair{timed, bare("tree")};
+    const TimingCandidates c = worth_timing(s, names, kLargestTimed, so_far);
+    for (const std::size_t i : c.indices) timed.push_back(bare(names[i]));
+    // The most promising by what each measured at 8 MiB, carried by its model.
+    double most_promising = std::numeric_limits<double>::infinity();
+    for (const auto& a : names) {
+      const auto b = bare(a);
+      if (b[0] > 0 && b[1] > 0) most_promising = std::min(most_promising, so_far.find(Collective::allreduce, a)->points[0].second * b[0] / b[1]);
+    }
+    return std::tuple{timed, bare("tree"), c.round_us(), most_promising, c.alone};
   };
-  const auto [fast, tree] = plan(LinkKind::shm, 1.0, 20.0);
+  const auto [fast, tree, fast_round, fast_best, fast_alone] = plan(LinkKind::shm, 1.0, 20.0);
   REQUIRE(fast.size() == 2);
   CHECK_FALSE(Selector::moves_alike(fast[0], fast[1]));
   CHECK((Selector::moves_alike(fast[0], tree) || Selector::moves_alike(fast[1], tree)));
-  CHECK(plan(LinkKind::tcp, 10.0, 2.0).first.empty());
+  CHECK(fast_round <= 20000.0);
+  CHECK_FALSE(fast_alone);
+  // Alone, it is timed only within what is left of the calibration's budget (algorithm_timing.cpp).
+  const auto [tcp, tcp_tree, tcp_round, tcp_best, tcp_alone] = plan(LinkKind::tcp, 10.0, 2.0);
+  REQUIRE(tcp.size() == 1);
+  CHECK(tcp_alone);
+  CHECK(tcp_round == doctest::Approx(tcp_best));
+  CHECK(tcp_round <= 20000.0);
+  CHECK(std::get<0>(plan(LinkKind::tcp, 10.0, 0.5)).empty());
 }
 
 TEST_CASE("the timing of a size fits what is left of the calibration's budget: the most promising candidates first") {
@@ -313,6 +330,9 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   CHECK(small.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2 * 4)));
   CHECK(TimingCost{std::size_t{8} << 20, cache, 1, 0.0}.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 3)));
   CHECK(TimingCost{kLargestTimed, cache, 1, 5.0}.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2) + 5.0 * 2));
+  // A lone contender at the last size has no warm-up round: its turn's untimed call, its timed one.
+  CHECK(TimingCost{kLargestTimed, cache, 1, 5.0, 0}.per_candidate(10.0) == doctest::Approx(10.0 * 2 + 5.0 * 1));
+  CHECK(TimingCost{kLargestTimed, cache, 1, 5.0, 0}.per_size() == doctest::Approx(5.0 * 1));
   const TimingCost synced{4096, cache, 2, 5.0};
   CHECK(synced.per_candidate(10.0) == doctest::Approx(10.0 * (1 + 2 * 4) + 5.0 * (1 + 2 * 2)));
   CHECK(synced.per_size() == doctest::Approx(5.0 * 3));
