@@ -244,17 +244,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     const int min_rounds = in_cache ? kMinTimedRounds : kMinTimedRoundsLast;
     const TimingCost cost{bytes, cache_bytes, min_rounds, sync_us, c.alone ? 0 : kWarmupRounds};
     if (in_cache) fit_to_budget(c, cost, budget_left(), kMinCandidatesInCache);
-    else {
-      const double planned_us = cost.of(c);
-      cap_past_caches(c, cost, elapsed_before_us + spent_us);
-      if (c.alone) fit_to_budget(c, cost, budget_left());
-      if (c.indices.empty() && planned_us > cost.per_size())
-        COMM_DEBUG("calibration: all-reduce of " << bytes << " B left out: " << planned_us / 1e3
-                                                 << " ms estimated; timing has spent " << spent_us / 1e3 << " of "
-                                                 << budget_us / 1e3 << " ms, calibration "
-                                                 << (elapsed_before_us + spent_us) / 1e3 << " of at most "
-                                                 << kCalibrationCapUs / 1e3 << " ms");
-    }
+    else cap_past_caches(c, cost, elapsed_before_us + spent_us, budget_left());
     if (c.indices.empty()) continue;
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     sizes.push_back(bytes);

@@ -1,5 +1,7 @@
 #include "select/timing_plan.hpp"
 
+#include "util/log.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <array>
@@ -218,8 +220,16 @@ void fit_to_budget(TimingCandidates& c, const TimingCost& cost, double left_us, 
   c.us.resize(keep);
 }
 
-void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us) {
-  if (so_far_us + cost.of(c) > kCalibrationCapUs) c = {};
+void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us, double budget_left_us) {
+  if (c.indices.empty()) return;
+  const double planned_us = cost.of(c);
+  if (so_far_us + planned_us > kCalibrationCapUs) c = {};
+  if (c.alone) fit_to_budget(c, cost, budget_left_us);
+  if (c.indices.empty())
+    COMM_DEBUG("calibration: all-reduce of " << cost.bytes << " B left out: " << planned_us / 1e3
+                                             << " ms estimated, " << budget_left_us / 1e3
+                                             << " ms left of the timing budget, calibration at " << so_far_us / 1e3
+                                             << " of at most " << kCalibrationCapUs / 1e3 << " ms");
 }
 
 }  // namespace comm

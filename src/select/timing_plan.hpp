@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -161,8 +162,11 @@ inline constexpr std::size_t kMinCandidatesInCache = 2;
 // calibration reaches them after 0.15-0.35 s and they cost 30-100 ms.
 inline constexpr double kCalibrationCapUs = 600000;
 // Drops the candidates of a rung past the caches (all of them) when timing
-// them would take calibration, `so_far_us` into it, past kCalibrationCapUs.
-void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us);
+// them would take calibration, `so_far_us` into it, past kCalibrationCapUs,
+// and a lone contender (TimingCandidates::alone) when it does not fit
+// `budget_left_us` either; says so at debug level.
+void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us,
+                     double budget_left_us = std::numeric_limits<double>::infinity());
 
 // `so_far`: what was measured at the smaller sizes of the ladder.
 TimingCandidates worth_timing(const Selector& selector, const std::vector<std::string>& names, std::size_t bytes,

@@ -383,6 +383,17 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   cap_past_caches(over, past, kCalibrationCapUs - rung + 1.0);
   CHECK(over.indices.empty());
   CHECK(over.us.empty());
+  // A lone contender at the last size must also fit what is left of the budget.
+  TimingCandidates lone;
+  lone.add(3, 10.0);
+  lone.alone = true;
+  const TimingCost last{kLargestTimed, cache, 1, 0.0, 0};
+  TimingCandidates room = lone;
+  cap_past_caches(room, last, 0.0, last.of(lone) + 1.0);
+  CHECK(room.indices == std::vector<std::size_t>{3});
+  TimingCandidates no_budget = lone;
+  cap_past_caches(no_budget, last, 0.0, last.of(lone) - 1.0);
+  CHECK(no_budget.indices.empty());
 
   // What timing algorithms may spend: the target less what calibration spent before, never below the floor.
   CHECK(algorithm_timing_budget_us(80000) == doctest::Approx(kCalibrationTargetUs - 80000));
