@@ -207,7 +207,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     fit_timing_buffers(in, out, bytes, call);
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     const auto size_began = calib::Clock::now();
-    const auto mine = time_rounds(names, c.indices, call, c.alone ? 0 : kWarmupRounds, min_rounds,
+    const auto mine = time_rounds(names, c.indices, call, c.warmup_rounds(), min_rounds,
                                   std::min(size_budget_us, budget_left()), iterations);
     std::vector<Point> points;
     std::vector<double> times;
@@ -242,7 +242,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
     TimingCandidates c = worth_timing(*selector_, names, bytes, profile);
     const bool in_cache = bytes < kContendersFrom;
     const int min_rounds = in_cache ? kMinTimedRounds : kMinTimedRoundsLast;
-    const TimingCost cost{bytes, cache_bytes, min_rounds, sync_us, c.alone ? 0 : kWarmupRounds};
+    const TimingCost cost{bytes, cache_bytes, min_rounds, sync_us, c.warmup_rounds()};
     if (in_cache) fit_to_budget(c, cost, budget_left(), kMinCandidatesInCache);
     else cap_past_caches(c, cost, elapsed_before_us + spent_us, budget_left());
     if (c.indices.empty()) continue;

@@ -94,6 +94,9 @@ struct TimingCandidates {
     for (const double u : us) sum += u;
     return sum;
   }
+  /// Warm-up rounds before their timed ones: none for a lone contender, whose
+  /// turn's untimed call comes right before its timed one anyway.
+  int warmup_rounds() const { return alone ? 0 : kWarmupRounds; }
 };
 
 // Creation's calibration aims to add at most 0.3 s: kCalibrationTargetUs,
@@ -130,9 +133,7 @@ struct TimingCost {
   std::size_t cache_bytes = 0;
   int rounds = 0;
   double sync_us = 0;
-  // A lone candidate (TimingCandidates::alone) has none: its turn's untimed
-  // call comes right before its timed one anyway.
-  int warmup_rounds = kWarmupRounds;
+  int warmup_rounds = kWarmupRounds;  // TimingCandidates::warmup_rounds
 
   // One candidate whose call takes `us`.
   double per_candidate(double us) const {
