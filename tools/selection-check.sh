@@ -34,6 +34,17 @@ rounds=${ROUNDS:-4}
 max=${MAX:-64M}
 transports=${TRANSPORTS:-"ucx_shm ucx_tcp ofi_shm ofi_tcp gloo shm"}
 out=results/selection
+tcp_cc=${TCP_CC:-host}
+host_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+if [ "$tcp_cc" != host ] && [ "$(id -u)" != 0 ]; then
+  echo "selection-check: TCP_CC=$tcp_cc needs root (a network namespace per job); unset it to run as the host is" >&2
+  exit 2
+fi
+if [ "$tcp_cc" != host ] && ! grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null; then
+  echo "selection-check: TCP_CC=$tcp_cc is not one of this kernel's congestion controls:" \
+    "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null)" >&2
+  exit 2
+fi
 if [ -z "${SKIP_BUILD:-}" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm-gloo-compare tcp-floor >/dev/null
@@ -42,13 +53,6 @@ mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.txt
 export UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_NET_IFACE=lo COMM_IFACE=127.0.0.1
 unset COMM_CALIBRATE COMM_TUNING_FILE COMM_ALGO COMM_DETERMINISTIC
-tcp_cc=${TCP_CC:-host}
-host_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
-if [ "$tcp_cc" != host ] && ! grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null; then
-  echo "selection-check: TCP_CC=$tcp_cc is not one of this kernel's congestion controls:" \
-    "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null)" >&2
-  exit 2
-fi
 if [ "$tcp_cc" = host ]; then cc_said="$host_cc, as the host is set"; else cc_said="$tcp_cc (the host: $host_cc)"; fi
 echo "selection-check: loopback TCP congestion control: $cc_said" | tee "$out/tcp-cc.txt" >&2
 # over_tcp <command...>: as it is, or in a namespace of its own (TCP_CC).
