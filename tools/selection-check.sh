@@ -67,31 +67,28 @@ over_tcp() {
 
 for variant in $transports; do
   case $variant in
-    ucx_shm) t=ucx; vars=(UCX_TLS=shm) ;;
-    ucx_tcp) t=ucx; vars=(UCX_TLS=tcp) ;;
-    ofi_shm) t=ofi; vars=(FI_PROVIDER=shm COMM_OFI_PROVIDER=shm) ;;
-    ofi_tcp) t=ofi; vars=("FI_PROVIDER=tcp;ofi_rxm" "COMM_OFI_PROVIDER=tcp;ofi_rxm") ;;
-    gloo) t=gloo; vars=() ;;
-    shm) t=shm; vars=() ;;
+    ucx_shm) t=ucx; vars=(UCX_TLS=shm); wire=shm ;;
+    ucx_tcp) t=ucx; vars=(UCX_TLS=tcp); wire=tcp ;;
+    ofi_shm) t=ofi; vars=(FI_PROVIDER=shm COMM_OFI_PROVIDER=shm); wire=shm ;;
+    ofi_tcp) t=ofi; vars=("FI_PROVIDER=tcp;ofi_rxm" "COMM_OFI_PROVIDER=tcp;ofi_rxm"); wire=tcp ;;
+    gloo) t=gloo; vars=(); wire=tcp ;;
+    shm) t=shm; vars=(); wire=shm ;;
     *) echo "selection-check: unknown transport variant '$variant'" >&2; exit 2 ;;
   esac
+  launch=(env)
+  [ "$wire" = tcp ] && launch=(over_tcp env)
   for ((run = 1; run <= runs; run++)); do
     cache=$out/cache-$variant-$run
     rm -rf "$cache"
     echo "selection-check: $variant run $run/$runs (calibrates into $cache)" >&2
-    case $variant in
-      ucx_tcp | ofi_tcp | gloo) launch=(over_tcp env) ;;
-      *) launch=(env) ;;
-    esac
     "${launch[@]}" "${vars[@]}" XDG_CACHE_HOME="$PWD/$cache" COMM_LOG=info "$build"/bin/commrun -n 2 -- \
       "$build"/bin/comm-bench --transport "$t" --coll allreduce --algo all -b 8 -e "$max" -f 4 -n "$iters" \
       --rounds "$rounds" --quiet \
       --json "$out/$variant-$run.json" >"$out/$variant-$run.txt" 2>"$out/$variant-$run.log"
     grep -h "init: tuning:" "$out/$variant-$run.log" | head -1 >&2 || true
-    case $variant in
-      ucx_tcp | ofi_tcp | gloo)
-        [ -e "$out/tcp-floor-$run.txt" ] || over_tcp "$build"/bin/tcp-floor -b 8 -e "$max" -f 4 -n "$iters" >"$out/tcp-floor-$run.txt" ;;
-    esac
+    if [ "$wire" = tcp ] && [ ! -e "$out/tcp-floor-$run.txt" ]; then
+      over_tcp "$build"/bin/tcp-floor -b 8 -e "$max" -f 4 -n "$iters" >"$out/tcp-floor-$run.txt"
+    fi
     if [ "$t" = gloo ]; then
       over_tcp env XDG_CACHE_HOME="$PWD/$cache" COMM_TRANSPORT=gloo "$build"/bin/commrun -n 2 --bind none --no-prefix -- \
         "$build"/bin/comm-gloo-compare --sweep 8 "$max" 4 "$iters" | grep -v '^\[r' >"$out/gloo-own-$run.txt"
