@@ -299,7 +299,9 @@ TEST_CASE("timing plan: the last size times two contenders of two families, wher
     double most_promising = std::numeric_limits<double>::infinity();
     for (const auto& a : names) {
       const auto b = bare(a);
-      if (b[0] > 0 && b[1] > 0) most_promising = std::min(most_promising, so_far.find(Collective::allreduce, a)->points[0].second * b[0] / b[1]);
+      if (b[0] > 0 && b[1] > 0)
+        most_promising =
+            std::min(most_promising, so_far.find(Collective::allreduce, a)->points[0].second * b[0] / b[1]);
     }
     return std::tuple{timed, bare("tree"), c.round_us(), most_promising, c.alone};
   };
