@@ -79,17 +79,15 @@ Call timing_call(const float* in, float* out) {
   return call;
 }
 
-// Grows `in` and `out` to `bytes` if they are smaller (pointing `call` at
-// them) and sizes `call` to `bytes`: the last size is timed only where its
-// round fits the budget, and its buffers cost page faults.
-void fit_timing_buffers(std::vector<float>& in, std::vector<float>& out, std::size_t bytes, Call& call) {
-  if (bytes / sizeof(float) > in.size()) {
-    in.assign(bytes / sizeof(float), 1.0f);
-    out.assign(bytes / sizeof(float), 0.0f);
-    call.input = in.data();
-    call.output = out.data();
-  }
+// Sizes `call` to `bytes`, its input in lane 0 of the calibration's scratch
+// memory and its output in lane 1: the same addresses at every size, their
+// pages faulted as the sizes grow (the last size is timed only where its
+// round fits the budget).
+static_assert(kLargestTimed <= calib::Scratch::kLaneBytes, "the largest size timed must fit a scratch lane");
+void fit_timing_buffers(calib::Scratch& scratch, std::size_t bytes, Call& call) {
   call.count = bytes / sizeof(float);
+  call.input = scratch.floats(0, call.count);
+  call.output = scratch.floats(1, call.count);
   call.in_bytes = call.out_bytes = bytes;
 }
 
@@ -188,23 +186,22 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 // best from 8 MiB on (ofi shm, shm, UCX tcp). Every decision uses only what
 // every rank agreed on (the slowest rank's medians, elapsed and spent
 // times), so every rank times alike.
-NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us) {
+NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch) {
   const auto began = calib::Clock::now();
   const auto [elapsed_before_us, sync_us] = timing_start(calibration_elapsed_us);  // alike on every rank
   const double budget_us = algorithm_timing_budget_us(elapsed_before_us);
   double spent_us = 0;  // by the slowest rank's clock: the same on every rank
   const std::size_t cache_bytes = selector_->compute().cache_bytes;
   const std::vector<std::string> names = own_algorithms(*selector_);
-  std::vector<float> in, out;  // fit_timing_buffers grows them
   NativeProfile profile;
   std::size_t timed = 0;
-  Call call = timing_call(in.data(), out.data());
+  Call call = timing_call(nullptr, nullptr);  // fit_timing_buffers places its buffers
   const auto budget_left = [&] { return budget_us - spent_us; };
   const auto affordable = [&] { return std::max(budget_left(), kAlwaysAffordableUs); };
   // Times `c` at `bytes` and adds the point times to the profile; returns the
   // time it took by the slowest rank's clock, the same figure on every rank.
   const auto time_size = [&](std::size_t bytes, TimingCandidates c, int min_rounds, double size_budget_us) {
-    fit_timing_buffers(in, out, bytes, call);
+    fit_timing_buffers(scratch, bytes, call);
     int iterations = 0;  // in turns (time_rounds), so that a burst of load elsewhere hits them alike
     const auto size_began = calib::Clock::now();
     const auto mine = time_rounds(names, c.indices, call, c.warmup_rounds(), min_rounds,

@@ -180,9 +180,9 @@ std::string CommunicatorImpl::connect() {
   TuningOutcome tuned = tune_figures(
       *transport_, *store_, rank_, size_, ranks_here, config_, links, compute,
       [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native,
-          double calibration_elapsed_us) {
+          double calibration_elapsed_us, calib::Scratch& scratch) {
         create_selector(measured, measured_compute, native, overrides);
-        return time_algorithms(calibration_elapsed_us);
+        return time_algorithms(calibration_elapsed_us, scratch);
       },
       [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
           const std::vector<CacheCheck>& points) {

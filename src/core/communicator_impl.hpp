@@ -10,6 +10,7 @@
 #include "core/peer_notes.hpp"
 #include "engine/direct/direct_run.hpp"
 #include "engine/engine.hpp"
+#include "select/calibration_measure.hpp"
 #include "select/selector.hpp"
 #include "util/log.hpp"
 
@@ -96,8 +97,8 @@ class CommunicatorImpl {
   // Times comm's own all-reduce algorithms through the engines (start-up
   // calibration, select/tuning.hpp AlgorithmTimer) within what
   // `calibration_elapsed_us` leaves of the calibration's target
-  // (select/timing_plan.hpp); collective.
-  NativeProfile time_algorithms(double calibration_elapsed_us);
+  // (select/timing_plan.hpp), its calls' buffers in `scratch`; collective.
+  NativeProfile time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch);
   // Times single (algorithm, size) all-reduce points the same way: the
   // check of a cached tuning (select/tuning.hpp PointTimer, which says which
   // of `checks` it times); collective.

@@ -61,11 +61,11 @@ std::uint64_t tag_of(std::size_t kind_index, std::uint64_t n) {
 // Measures the link to `peer` (this rank and the peer both call it) and
 // returns {alpha, beta, threshold, extra, beta_large, receiver_copies, 8 B
 // exchange} followed by the transfer curve's time at each ladder size.
-std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer, std::size_t kind_index,
-                                 LinkKind kind, std::chrono::milliseconds timeout) {
+std::vector<double> measure_kind(Transport& t, Store& store, calib::Scratch& scratch, int rank, int peer,
+                                 std::size_t kind_index, LinkKind kind, std::chrono::milliseconds timeout) {
   std::uint64_t n = 0;
   const auto t0 = Clock::now();
-  calib::ExchangeBuffers small(kLargeBytes, 1);
+  calib::ExchangeBuffers small(scratch, kLargeBytes, 1);
   calib::exchange_times(t, peer, peer, kLadder[0], small, 1, kWarmup, 0, tag_of(kind_index, n++), timeout);
   // Every exchange isolated, and each iteration's time the slower rank's: as
   // comm-bench (and a job's critical path) sees a collective step.
@@ -77,7 +77,7 @@ std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer,
                                             timeout, true);
       all.insert(all.end(), ts.begin(), ts.end());
     }
-  calib::ExchangeBuffers big(kLargeBytes, kBigWindows);
+  calib::ExchangeBuffers big(scratch, kLargeBytes, kBigWindows);
   const auto streamed_times = calib::exchange_times(t, peer, peer, kLargeBytes, big, kBigWindows, 2, kStreamIters,
                                                     tag_of(kind_index, n++), timeout, true);
   all.insert(all.end(), streamed_times.begin(), streamed_times.end());
@@ -106,7 +106,7 @@ std::vector<double> measure_kind(Transport& t, Store& store, int rank, int peer,
   const double beta_large = std::min(static_cast<double>(kLargeBytes) / (big_us * 1e3), fit.beta_gbps);
   const auto t2 = Clock::now();
   // Overlapped, the pair costs about max(exchange, reduce); through our own CPU, their sum.
-  const calib::Overlap ov = calib::overlap_us(t, peer, kLargeBytes, kOverlapIters, tag_of(kind_index, n++), timeout);
+  const calib::Overlap ov = calib::overlap_us(t, scratch, peer, kLargeBytes, kOverlapIters, tag_of(kind_index, n++), timeout);
   const double exchange = samples.back().second;
   const bool receiver_copies = ov.both_us > std::max(exchange, ov.reduce_us) + 0.5 * std::min(exchange, ov.reduce_us);
   COMM_DEBUG("calibration: " << to_string(kind) << " 1 MiB exchange " << exchange << " us, reduce " << ov.reduce_us
@@ -169,11 +169,11 @@ LinkKind ring_kind(const LinkMatrix& links) {
 // ranks outnumber cores, spinning ranks take turns on a core and each message
 // waits for its peer to be scheduled: that wait is per message, so it joins
 // alpha. Collective over all ranks.
-void measure_contention(Transport& t, Store& store, int rank, int size, LinkMatrix& links, double pair_small_us,
-                        std::chrono::milliseconds timeout) {
+void measure_contention(Transport& t, Store& store, calib::Scratch& scratch, int rank, int size, LinkMatrix& links,
+                        double pair_small_us, std::chrono::milliseconds timeout) {
   const LinkKind kind = ring_kind(links);
   if (size < 3 || kind == LinkKind::self) return;
-  calib::ExchangeBuffers buf(kLadder[0], 1);
+  calib::ExchangeBuffers buf(scratch, kLadder[0], 1);
   auto times = calib::exchange_times(t, (rank + 1) % size, (rank + size - 1) % size, kLadder[0], buf, 1, 0,
                                      kContentionWarmup + kContentionIters, tag_of(std::size(kAllLinkKinds), 0),
                                      timeout);
@@ -198,13 +198,13 @@ void measure_contention(Transport& t, Store& store, int rank, int size, LinkMatr
 // Every rank measures at once (ranks on one host share cores and memory, as
 // in a collective); the slowest rank's figures are kept, because the
 // slowest rank finishes a collective last.
-void calibrate_compute(Store& store, int rank, int size, int ranks_here, ComputeParams& compute,
-                       std::chrono::milliseconds timeout) {
+void calibrate_compute(Store& store, calib::Scratch& scratch, int rank, int size, int ranks_here,
+                       ComputeParams& compute, std::chrono::milliseconds timeout) {
   const std::size_t windows =
       std::max(kMinBigWindows, kBigWindows / static_cast<std::size_t>(std::max(1, ranks_here / 2)));
   const auto t0 = Clock::now();
-  const calib::Throughput mine = calib::measure_compute(kLargeBytes, 1, kComputeIters);
-  const calib::Throughput mine_large = calib::measure_compute(kLargeBytes, windows, 1);
+  const calib::Throughput mine = calib::measure_compute(scratch, kLargeBytes, 1, kComputeIters);
+  const calib::Throughput mine_large = calib::measure_compute(scratch, kLargeBytes, windows, 1);
   store.set("calibration/compute/" + std::to_string(rank),
             calib::encode({mine.reduce_gbps, mine.copy_gbps, mine_large.reduce_gbps, mine_large.copy_gbps}));
   // Parsed values only (not `mine`), so every rank takes the min of identical numbers.
@@ -318,8 +318,8 @@ std::vector<std::pair<std::size_t, double>> transfer_curve(const std::vector<std
   return curve;
 }
 
-void calibrate_links(Transport& transport, Store& store, int rank, int size, int ranks_here, LinkMatrix& links,
-                     ComputeParams& compute, std::chrono::milliseconds timeout) {
+void calibrate_links(Transport& transport, Store& store, calib::Scratch& scratch, int rank, int size, int ranks_here,
+                     LinkMatrix& links, ComputeParams& compute, std::chrono::milliseconds timeout) {
   if (links.n != size)
     throw Error(ErrorCode::internal, "calibration: link matrix for " + std::to_string(links.n) + " ranks, group has " +
                                          std::to_string(size));
@@ -344,7 +344,7 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, int
     if (a < 0) continue;
     const std::string key = "calibration/link/" + std::string(to_string(kind));
     if (rank == a || rank == b) {
-      const std::vector<double> v = measure_kind(transport, store, rank, rank == a ? b : a, k, kind, timeout);
+      const std::vector<double> v = measure_kind(transport, store, scratch, rank, rank == a ? b : a, k, kind, timeout);
       if (rank == a) store.set(key, calib::encode(v));
     }
     // Everyone (the pair included) waits for the published result, which also
@@ -353,8 +353,8 @@ void calibrate_links(Transport& transport, Store& store, int rank, int size, int
     apply_kind(links, kind, v, a, b, rank);
     if (kind == ring) ring_pair_small_us = v[6];
   }
-  measure_contention(transport, store, rank, size, links, ring_pair_small_us, timeout);
-  calibrate_compute(store, rank, size, ranks_here, compute, timeout);
+  measure_contention(transport, store, scratch, rank, size, links, ring_pair_small_us, timeout);
+  calibrate_compute(store, scratch, rank, size, ranks_here, compute, timeout);
 }
 
 }  // namespace comm

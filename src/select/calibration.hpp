@@ -30,6 +30,7 @@
 // select identically).
 
 #include "engine/tags.hpp"
+#include "select/calibration_measure.hpp"
 #include "select/cost_model.hpp"
 
 #include <comm/store.hpp>
@@ -81,8 +82,9 @@ std::vector<std::pair<std::size_t, double>> transfer_curve(const std::vector<std
                                                            const LinkFit& fit);
 
 // `ranks_here`: the ranks on this rank's host, itself included (they share
-// its memory bus and cache while the host's compute is measured).
-void calibrate_links(Transport& transport, Store& store, int rank, int size, int ranks_here, LinkMatrix& links,
-                     ComputeParams& compute, std::chrono::milliseconds timeout);
+// its memory bus and cache while the host's compute is measured). `scratch`:
+// the memory it measures in (calibration_measure.hpp).
+void calibrate_links(Transport& transport, Store& store, calib::Scratch& scratch, int rank, int size, int ranks_here,
+                     LinkMatrix& links, ComputeParams& compute, std::chrono::milliseconds timeout);
 
 }  // namespace comm

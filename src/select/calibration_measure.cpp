@@ -7,9 +7,12 @@
 #include <comm/error.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <sched.h>
 #include <sstream>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace comm::calib {
 namespace {
@@ -26,6 +29,46 @@ double at_fraction(const std::vector<double>& sorted, double f) {
 }
 
 }  // namespace
+
+Scratch::Scratch() : faulted_(kLanes * kLaneBytes / kBlock) {
+  void* p = ::mmap(nullptr, kLanes * kLaneBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error(ErrorCode::internal, "calibration: cannot map " + std::to_string(kLanes * kLaneBytes >> 20) +
+                                         " MiB of scratch memory: " + std::strerror(errno));
+  base_ = static_cast<std::byte*>(p);
+}
+
+Scratch::~Scratch() { ::munmap(base_, kLanes * kLaneBytes); }
+
+std::byte* Scratch::lane(int lane, std::size_t bytes, std::size_t offset) {
+  if (lane < 0 || lane >= kLanes || offset > kLaneBytes || bytes > kLaneBytes - offset)
+    throw Error(ErrorCode::internal, "calibration: scratch lane " + std::to_string(lane) + " has no " +
+                                         std::to_string(bytes) + " B at offset " + std::to_string(offset));
+  std::byte* const at = base_ + static_cast<std::size_t>(lane) * kLaneBytes + offset;
+  const std::size_t first = static_cast<std::size_t>(at - base_) / kBlock;
+  const std::size_t end = (static_cast<std::size_t>(at - base_) + std::max<std::size_t>(bytes, 1) + kBlock - 1) / kBlock;
+  for (std::size_t b = first; b < end;) {
+    if (faulted_[b]) {
+      ++b;
+      continue;
+    }
+    std::size_t run = b;
+    while (run < end && !faulted_[run]) faulted_[run++] = true;
+    std::byte* const from = base_ + b * kBlock;
+    const std::size_t len = (run - b) * kBlock;
+#ifdef MADV_POPULATE_WRITE
+    const bool populated = ::madvise(from, len, MADV_POPULATE_WRITE) == 0;
+#else
+    const bool populated = false;
+#endif
+    if (!populated) {  // an older kernel: a write per page
+      const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+      for (std::size_t i = 0; i < len; i += page) static_cast<volatile std::byte*>(from)[i] = std::byte{0};
+    }
+    b = run;
+  }
+  return at;
+}
 
 double robust_median(std::vector<double> v) {
   if (v.empty()) throw Error(ErrorCode::internal, "calibration: a median of no samples");
@@ -83,8 +126,8 @@ std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t b
     Completion s, r;
     const std::size_t at = static_cast<std::size_t>(i) % windows * bytes;
     const auto t0 = Clock::now();
-    t.irecv(from, tag, buffers.in.data() + at, bytes, r);
-    t.isend(to, tag, buffers.out.data() + at, bytes, s);
+    t.irecv(from, tag, buffers.in + at, bytes, r);
+    t.isend(to, tag, buffers.out + at, bytes, s);
     wait_all(t, {&s, &r}, from, deadline, timeout, i < warmup);
     if (i >= warmup) times.push_back(micros(Clock::now() - t0));
   }
@@ -100,22 +143,26 @@ std::vector<double> slower_of_pair(Store& store, const std::string& key, int ran
   return theirs;
 }
 
-Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
+Overlap overlap_us(Transport& t, Scratch& scratch, int peer, std::size_t bytes, int iters, std::uint64_t tag,
                    std::chrono::milliseconds timeout) {
-  std::vector<std::byte> out(bytes, std::byte{0x5a}), in(bytes);
+  // The exchange and the reduce running beside it touch none of each other's bytes.
+  std::byte* const out = scratch.lane(0, bytes);
+  std::byte* const in = scratch.lane(1, bytes);
   const std::size_t count = bytes / sizeof(float);
-  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count, 0.0f);
+  const float* const a = scratch.floats(0, count, count);
+  const float* const b = scratch.floats(0, count, 2 * count);
+  float* const dst = scratch.floats(1, count, count);
   std::vector<double> reduce, both;
   const auto deadline = Clock::now() + timeout;
   for (int i = 0; i < kOverlapWarmup + iters; ++i) {
     auto t0 = Clock::now();
-    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
+    kernels::reduce(dst, a, b, count, DataType::f32, ReduceOp::sum);
     const double alone = micros(Clock::now() - t0);
     Completion s, r;
     t0 = Clock::now();
-    t.irecv(peer, tag, in.data(), bytes, r);
-    t.isend(peer, tag, out.data(), bytes, s);
-    kernels::reduce(dst.data(), a.data(), b.data(), count, DataType::f32, ReduceOp::sum);
+    t.irecv(peer, tag, in, bytes, r);
+    t.isend(peer, tag, out, bytes, s);
+    kernels::reduce(dst, a, b, count, DataType::f32, ReduceOp::sum);
     wait_all(t, {&s, &r}, peer, deadline, timeout, false);
     if (i >= kOverlapWarmup) {
       reduce.push_back(alone);
@@ -125,17 +172,19 @@ Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::ui
   return {robust_median(std::move(reduce)), robust_median(std::move(both))};
 }
 
-Throughput measure_compute(std::size_t piece, std::size_t windows, int iters) {
+Throughput measure_compute(Scratch& scratch, std::size_t piece, std::size_t windows, int iters) {
   const std::size_t count = piece / sizeof(float);
-  std::vector<float> a(count * windows, 1.0f), b(count * windows, 2.0f), dst(count * windows, 0.0f);
+  float* const a = scratch.floats(0, count * windows);
+  const float* const b = scratch.floats(0, count * windows, count * windows);
+  float* const dst = scratch.floats(1, count * windows);
   std::vector<double> reduce_us, copy_us;
   const std::size_t runs = 1 + static_cast<std::size_t>(iters) * windows;
   for (std::size_t i = 0; i < runs; ++i) {
     const std::size_t at = i % windows * count;
     auto t0 = Clock::now();
-    kernels::reduce(dst.data() + at, a.data() + at, b.data() + at, count, DataType::f32, ReduceOp::sum);
+    kernels::reduce(dst + at, a + at, b + at, count, DataType::f32, ReduceOp::sum);
     auto t1 = Clock::now();
-    std::memcpy(a.data() + (at + count) % (count * windows), dst.data() + at, piece);
+    std::memcpy(a + (at + count) % (count * windows), dst + at, piece);
     auto t2 = Clock::now();
     if (i > 0) {
       reduce_us.push_back(micros(t1 - t0));

@@ -17,6 +17,37 @@ namespace comm::calib {
 
 using Clock = std::chrono::steady_clock;
 
+// The memory calibration measures in: the link exchanges, the compute rates
+// and the algorithm timing (core/algorithm_timing.cpp) all use two lanes of
+// one reservation, and each page is faulted once, in bulk
+// (MADV_POPULATE_WRITE; page by page where the kernel lacks it), when a
+// measurement first asks for it. Each measurement allocating and filling its
+// own buffers faulted about 150 MiB in all on 2 ranks, 40-60 ms of a 0.3 s
+// calibration (a 36 MiB allocation took 14-18 ms here, its bulk fault 9);
+// here at most the two lanes are. What the lanes hold is whatever an
+// earlier measurement left there: zeros at first, then sums of zeros, never
+// a denormal or NaN that would slow a reduce.
+class Scratch {
+ public:
+  static constexpr std::size_t kLaneBytes = std::size_t{32} << 20;
+  static constexpr int kLanes = 2;
+  Scratch();  // reserves the lanes' address space; faults nothing
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // `bytes` at `offset` into lane `lane`, every page faulted. Throws internal
+  // beyond the lane.
+  std::byte* lane(int lane, std::size_t bytes, std::size_t offset = 0);
+  float* floats(int lane, std::size_t count, std::size_t offset_floats = 0) {
+    return reinterpret_cast<float*>(this->lane(lane, count * sizeof(float), offset_floats * sizeof(float)));
+  }
+
+ private:
+  static constexpr std::size_t kBlock = std::size_t{64} << 10;  // faulted or not, as a unit
+  std::byte* base_ = nullptr;
+  std::vector<bool> faulted_;  // per kBlock of both lanes
+};
+
 inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 // The median of the samples inside Tukey's fences (1.5 interquartile ranges
@@ -43,8 +74,10 @@ void wait_all(Transport& t, std::initializer_list<Completion*> cs, int peer, Clo
 // one (as a barrier precedes each timed collective), so no exchange overlaps
 // the previous one's tail (Gloo's rendezvous hides a whole latency when they do).
 struct ExchangeBuffers {
-  std::vector<std::byte> out, in;
-  ExchangeBuffers(std::size_t bytes, std::size_t windows) : out(bytes * windows, std::byte{0x5a}), in(bytes * windows) {}
+  std::byte* out;  // lane 0
+  std::byte* in;   // lane 1
+  ExchangeBuffers(Scratch& scratch, std::size_t bytes, std::size_t windows)
+      : out(scratch.lane(0, bytes * windows)), in(scratch.lane(1, bytes * windows)) {}
 };
 std::vector<double> exchange_times(Transport& t, int to, int from, std::size_t bytes, ExchangeBuffers& buffers,
                                    std::size_t windows, int warmup, int iters, std::uint64_t tag,
@@ -65,7 +98,7 @@ struct Overlap {
   double reduce_us = 0;
   double both_us = 0;
 };
-Overlap overlap_us(Transport& t, int peer, std::size_t bytes, int iters, std::uint64_t tag,
+Overlap overlap_us(Transport& t, Scratch& scratch, int peer, std::size_t bytes, int iters, std::uint64_t tag,
                    std::chrono::milliseconds timeout);
 
 // Host f32 sum and memcpy of `piece`-byte pieces, each run through a
@@ -74,7 +107,7 @@ struct Throughput {
   double reduce_gbps = 0;
   double copy_gbps = 0;
 };
-Throughput measure_compute(std::size_t piece, std::size_t windows, int iters);
+Throughput measure_compute(Scratch& scratch, std::size_t piece, std::size_t windows, int iters);
 
 // Numbers through the store (full precision, space separated).
 std::string encode(const std::vector<double>& values);

@@ -269,17 +269,17 @@ void calibrate_checked(Transport& transport, Store& store, int rank, int size, i
   const LinkMatrix nominal_links = links;
   const ComputeParams nominal_compute = compute;
   // `on`: the store the calibration's exchanges agree through; its keys are written once.
+  calib::Scratch scratch;
   const auto calibrate = [&](Store& on) {
     const auto began = Clock::now();
     links = nominal_links;
     compute = nominal_compute;
-    calibrate_links(transport, on, rank, size, ranks_here, links, compute, config.timeout);
+    calibrate_links(transport, on, scratch, rank, size, ranks_here, links, compute, config.timeout);
     if (NativeCollectives* native = transport.native())
       out.native = calibrate_native(*native, on, rank, size, config.timeout);
     if (time_algorithms)
-      out.measured = time_algorithms(
-          links, compute, out.native,
-          std::chrono::duration<double, std::micro>(Clock::now() - began).count());
+      out.measured = time_algorithms(links, compute, out.native,
+                                     std::chrono::duration<double, std::micro>(Clock::now() - began).count(), scratch);
   };
   calibrate(store);
   if (const std::string spell = stale_because(time_points, links, compute, out.native, out.measured);

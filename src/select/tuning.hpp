@@ -35,6 +35,7 @@
 //    nominal figures.
 // Single-rank groups and stream-ordered transports are not calibrated.
 
+#include "select/calibration_measure.hpp"
 #include "select/cost_model.hpp"
 #include "select/native_profile.hpp"
 
@@ -56,10 +57,12 @@ struct TuningOutcome {
 // Times comm's own algorithms over the figures just calibrated (links,
 // compute, the native curves), every rank at once, in what this rank's
 // `calibration_elapsed_us` (its calibration's time so far) leaves of the
-// target (select/timing_plan.hpp); collective. Called by tune_figures only
-// when it calibrates, before the tuning file is written.
-using AlgorithmTimer = std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute,
-                                                   const NativeProfile& native, double calibration_elapsed_us)>;
+// target (select/timing_plan.hpp), its calls' buffers in `scratch` (the
+// memory the calibration measured in, calibration_measure.hpp); collective.
+// Called by tune_figures only when it calibrates, before the tuning file is written.
+using AlgorithmTimer =
+    std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native,
+                                double calibration_elapsed_us, calib::Scratch& scratch)>;
 
 // An all-reduce algorithm at one size, as timed by a PointTimer.
 struct AlgorithmPoint {

@@ -695,7 +695,8 @@ TEST_CASE("calibration measures every link kind and agrees on all ranks") {
     // A nominal latency of one second: no measurement comes near it, even
     // with 3 threads on 2 busy cores (which have measured over 200 us).
     LinkMatrix m = test::uniform_links(n, LinkKind::shm, 1e6, 0.001, "nominal");
-    calibrate_links(t, store, r, n, n, m, compute[r], std::chrono::seconds(30));
+    calib::Scratch scratch;
+    calibrate_links(t, store, scratch, r, n, n, m, compute[r], std::chrono::seconds(30));
     result[r] = m;
   });
   const LinkInfo& l = result[0].at(0, 1);

@@ -283,14 +283,16 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
   cfg.calibration_busy_limit = 1;
   std::atomic<int> calibrations{0};
   // comm's own algorithms as a slow spell timed them: tree fastest at 8 B, ring at 64 KiB and 1 MiB.
-  const AlgorithmTimer slow_spell = [&](const LinkMatrix&, const ComputeParams&, const NativeProfile&, double) {
+  const AlgorithmTimer slow_spell = [&](const LinkMatrix&, const ComputeParams&, const NativeProfile&, double,
+                                       calib::Scratch&) {
     ++calibrations;
     NativeProfile p;
     p.set(Collective::allreduce, "ring", {{8, 5.0}, {65536, 100.0}, {std::size_t{1} << 20, 2000.0}});
     p.set(Collective::allreduce, "tree", {{8, 4.0}, {65536, 150.0}, {std::size_t{1} << 20, 3000.0}});
     return p;
   };
-  const auto checks = cache_check_points(slow_spell({}, {}, {}, 0));
+  calib::Scratch scratch;
+  const auto checks = cache_check_points(slow_spell({}, {}, {}, 0, scratch));
   calibrations = 0;
   // At each rung of the ladder up to 1 MiB that was measured, the fastest, then the others, optional.
   REQUIRE(checks.size() == 6);
