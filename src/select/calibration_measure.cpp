@@ -44,9 +44,10 @@ std::byte* Scratch::lane(int lane, std::size_t bytes, std::size_t offset) {
   if (lane < 0 || lane >= kLanes || offset > kLaneBytes || bytes > kLaneBytes - offset)
     throw Error(ErrorCode::internal, "calibration: scratch lane " + std::to_string(lane) + " has no " +
                                          std::to_string(bytes) + " B at offset " + std::to_string(offset));
-  std::byte* const at = base_ + static_cast<std::size_t>(lane) * kLaneBytes + offset;
-  const std::size_t first = static_cast<std::size_t>(at - base_) / kBlock;
-  const std::size_t end = (static_cast<std::size_t>(at - base_) + std::max<std::size_t>(bytes, 1) + kBlock - 1) / kBlock;
+  const std::size_t from_base = static_cast<std::size_t>(lane) * kLaneBytes + offset;
+  std::byte* const at = base_ + from_base;
+  const std::size_t first = from_base / kBlock;
+  const std::size_t end = (from_base + std::max<std::size_t>(bytes, 1) + kBlock - 1) / kBlock;
   for (std::size_t b = first; b < end;) {
     if (faulted_[b]) {
       ++b;

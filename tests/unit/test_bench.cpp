@@ -16,12 +16,16 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <thread>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace comm;
 using namespace comm::bench;
@@ -685,6 +689,34 @@ TEST_CASE("the agreed tuning file is rank 0's, on every rank") {
   }
   std::remove(path.c_str());
   std::remove(bad_path.c_str());
+}
+
+TEST_CASE("calibration's scratch lanes: pages faulted when first asked for, zeros, the lane's end enforced") {
+  calib::Scratch scratch;
+  const std::size_t mib = std::size_t{1} << 20;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  // Which of the pages of [at, at + bytes) are resident (mincore).
+  const auto resident = [&](std::byte* at, std::size_t bytes) {
+    std::vector<unsigned char> v(bytes / page);
+    REQUIRE(::mincore(at, bytes, v.data()) == 0);
+    std::size_t n = 0;
+    for (const unsigned char c : v) n += c & 1;
+    return n;
+  };
+  std::byte* const lane0 = scratch.lane(0, mib);
+  CHECK(resident(lane0, mib) == mib / page);
+  CHECK(resident(lane0 + 16 * mib, mib) == 0);  // not asked for yet (far past any huge page of the first)
+  CHECK(std::all_of(lane0, lane0 + mib, [](std::byte b) { return b == std::byte{0}; }));
+  // The same address at every size; the lanes do not overlap.
+  CHECK(scratch.lane(0, 8 * mib) == lane0);
+  CHECK(resident(lane0, 8 * mib) == 8 * mib / page);
+  std::byte* const lane1 = scratch.lane(1, mib);
+  CHECK(lane1 >= lane0 + calib::Scratch::kLaneBytes);
+  CHECK(reinterpret_cast<std::byte*>(scratch.floats(1, 4, 2)) == lane1 + 2 * sizeof(float));
+  scratch.lane(0, calib::Scratch::kLaneBytes);  // the whole lane
+  CHECK_THROWS_WITH_AS(scratch.lane(1, mib, calib::Scratch::kLaneBytes - mib + 1),
+                       doctest::Contains("scratch lane 1 has no 1048576 B at offset"), Error);
+  CHECK_THROWS_AS(scratch.lane(2, 1), Error);
 }
 
 TEST_CASE("calibration measures every link kind and agrees on all ranks") {
