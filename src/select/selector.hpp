@@ -170,6 +170,12 @@ class Selector {
   NativeProfile corrections_;
   void extend_corrections();
   NativeProfile untimed_corrections() const;
+  NativeProfile fill_between() const;  // points to add inside each curve's own span
+  double bend_at(const NativeCurve& curve, const std::vector<std::pair<std::size_t, double>>& ends,
+                 std::size_t m) const;
+  // predict() as `points` (bytes, measured / modelled) correct the model.
+  double corrected_us(Collective c, std::string_view name, const std::vector<std::pair<std::size_t, double>>& points,
+                      std::size_t bytes) const;
   bool deterministic_ = false;
   const AlgorithmOffer* direct_;
   std::shared_ptr<const NameLists> names_;

@@ -645,6 +645,31 @@ TEST_CASE("an algorithm follows its twin straight past a size the twin was not t
   CHECK(f.ratio("hierarchical_rail", large) == doctest::Approx(0.7 * 1.3));  // not ring's x1.6
 }
 
+TEST_CASE("between two sizes it was timed at, an algorithm follows the bend its twin measured in between") {
+  // shm, 2 ranks: time per byte dips at 512 KiB (in L2) between 64 KiB and 1
+  // MiB. twoshot was timed there too, ring only at the two ends.
+  const std::size_t k64 = std::size_t{64} << 10, half = std::size_t{512} << 10, mib = std::size_t{1} << 20;
+  Corrections f(2, LinkKind::tcp, 10.0, 2.66);
+  const auto bare = [&](const char* a) {
+    return std::vector<double>{f.model(a, k64), f.model(a, half), f.model(a, mib)};
+  };
+  REQUIRE(Selector::moves_alike(bare("ring"), bare("twoshot")));
+  REQUIRE_FALSE(Selector::moves_alike(bare("ring"), bare("direct")));
+  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("twoshot")));
+  f.measure("twoshot", {{k64, 1}, {half, 0.6}, {mib, 1.4}});
+  f.measure("direct", {{k64, 1}, {half, 3}, {mib, 1}});  // bends the other way; moves the data otherwise
+  f.measure("ring", {{k64, 1.1}, {mib, 1.5}});
+  f.measure("tree", {{k64, 1}, {mib, 2}});
+  f.s.set_measured_profile(f.measured);
+  // 512 KiB lies 3/4 of the way from 64 KiB to 1 MiB in log size: twoshot's
+  // straight line gives 1.3 there, it measured 0.6; ring's gives 1.4.
+  CHECK(f.ratio("ring", half) == doctest::Approx(1.4 * 0.6 / 1.3));
+  CHECK(f.ratio("ring", k64) == doctest::Approx(1.1));  // its own points stay
+  CHECK(f.ratio("ring", mib) == doctest::Approx(1.5));
+  CHECK(f.ratio("tree", half) == doctest::Approx(1.75));  // no twin timed there: the straight line
+  CHECK(f.ratio("twoshot", half) == doctest::Approx(0.6));
+}
+
 TEST_CASE("auto picks an extrapolated algorithm only if it is predicted clearly faster than the best measured one") {
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
   // Ring is measured at 1 and 8 MiB (at the model there), tree only at 1 MiB:
