@@ -106,7 +106,8 @@ std::vector<double> measure_kind(Transport& t, Store& store, calib::Scratch& scr
   const double beta_large = std::min(static_cast<double>(kLargeBytes) / (big_us * 1e3), fit.beta_gbps);
   const auto t2 = Clock::now();
   // Overlapped, the pair costs about max(exchange, reduce); through our own CPU, their sum.
-  const calib::Overlap ov = calib::overlap_us(t, scratch, peer, kLargeBytes, kOverlapIters, tag_of(kind_index, n++), timeout);
+  const calib::Overlap ov =
+      calib::overlap_us(t, scratch, peer, kLargeBytes, kOverlapIters, tag_of(kind_index, n++), timeout);
   const double exchange = samples.back().second;
   const bool receiver_copies = ov.both_us > std::max(exchange, ov.reduce_us) + 0.5 * std::min(exchange, ov.reduce_us);
   COMM_DEBUG("calibration: " << to_string(kind) << " 1 MiB exchange " << exchange << " us, reduce " << ov.reduce_us

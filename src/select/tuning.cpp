@@ -268,8 +268,8 @@ void calibrate_checked(Transport& transport, Store& store, int rank, int size, i
                        const PointTimer& time_points, TuningOutcome& out) {
   const LinkMatrix nominal_links = links;
   const ComputeParams nominal_compute = compute;
+  calib::Scratch scratch;  // the memory both calibrations measure in, faulted once
   // `on`: the store the calibration's exchanges agree through; its keys are written once.
-  calib::Scratch scratch;
   const auto calibrate = [&](Store& on) {
     const auto began = Clock::now();
     links = nominal_links;
