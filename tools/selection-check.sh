@@ -12,8 +12,9 @@
 # time per size against that floor's p10/median/p90: what the wire itself
 # gives and how much it varies here.
 # Prints one table per transport and size and a verdict line per target;
-# writes results/selection/*.json. Measure on a quiet machine: every rank
-# needs a core. Usage: tools/selection-check.sh
+# writes results/selection/*.json (tools/bench/repredict.py re-predicts them
+# with another build, from each run's own tuning file). Measure on a quiet
+# machine: every rank needs a core. Usage: tools/selection-check.sh
 #   RUNS=3 (sweeps per transport; medians of the runs), ITERS=40, ROUNDS=4
 #   (comm-bench --rounds: every algorithm takes a turn of ITERS/ROUNDS
 #   iterations per round, so a slow spell of the machine hits them alike), MAX=64M,
@@ -50,8 +51,9 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cmake --build "$build" -j"$(nproc)" --target commrun comm-bench comm-gloo-compare tcp-floor >/dev/null
 fi
 mkdir -p "$out"
-rm -f "$out"/*.json "$out"/*.txt
-export UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_NET_IFACE=lo COMM_IFACE=127.0.0.1
+rm -f "$out"/*.json "$out"/*.txt "$out"/*.launch
+devices=(UCX_NET_DEVICES=lo FI_TCP_IFACE=lo FI_NET_IFACE=lo COMM_IFACE=127.0.0.1)
+export "${devices[@]}"
 unset COMM_CALIBRATE COMM_TUNING_FILE COMM_ALGO COMM_DETERMINISTIC
 if [ "$tcp_cc" = host ]; then cc_said="$host_cc, as the host is set"; else cc_said="$tcp_cc (the host: $host_cc)"; fi
 echo "selection-check: loopback TCP congestion control: $cc_said" | tee "$out/tcp-cc.txt" >&2
@@ -77,6 +79,8 @@ for variant in $transports; do
   esac
   launch=(env)
   [ "$wire" = tcp ] && launch=(over_tcp env)
+  # How comm-info re-creates this variant's links (tools/bench/repredict.py).
+  echo "$t ${devices[*]} ${vars[*]}" >"$out/$variant.launch"
   for ((run = 1; run <= runs; run++)); do
     cache=$out/cache-$variant-$run
     rm -rf "$cache"
