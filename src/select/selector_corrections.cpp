@@ -19,6 +19,13 @@ double log_median(std::vector<double>& v) {
   return v.size() % 2 ? v[m] : std::sqrt(v[m - 1] * v[m]);
 }
 
+// `curve`'s ratio at exactly `bytes`, -1 if it has no point there.
+double ratio_at(const NativeCurve& curve, std::size_t bytes) {
+  for (const auto& [b, r] : curve.points)
+    if (b == bytes) return r;
+  return -1.0;
+}
+
 }  // namespace
 
 double Selector::predict(Collective c, std::string_view name, std::size_t bytes) const {
@@ -163,11 +170,6 @@ class RatioCarrier {
   // this of each other measured alike there.
   static constexpr double kTwinRatio = 1.15;
 
-  static double ratio_at(const NativeCurve& curve, std::size_t bytes) {
-    for (const auto& [b, r] : curve.points)
-      if (b == bytes) return r;
-    return -1.0;
-  }
   double model(const NativeCurve& curve, std::size_t bytes) {
     const auto [at, fresh] = models_.try_emplace({&curve, bytes}, 0.0);
     if (fresh) at->second = selector_.predict_model(curve.collective, curve.algorithm, bytes);
@@ -309,13 +311,10 @@ double Selector::bend_at(const NativeCurve& curve, const std::vector<std::pair<s
   std::vector<double> bends;
   for (const NativeCurve& other : corrections_.curves) {
     if (other.collective != curve.collective || other.algorithm == curve.algorithm) continue;
-    std::vector<std::pair<std::size_t, double>> at;  // other's points at the three sizes
-    for (const std::size_t b : sizes)
-      for (const auto& point : other.points)
-        if (point.first == b) at.push_back(point);
-    if (at.size() != 3 || !moves_alike(own, bare(other))) continue;
-    const double straight = corrected_us(other.collective, other.algorithm, {at[0], at[2]}, m);
-    const double measured = at[1].second * predict_model(other.collective, other.algorithm, m);
+    const double lo = ratio_at(other, sizes[0]), mid = ratio_at(other, m), hi = ratio_at(other, sizes[2]);
+    if (lo <= 0 || mid <= 0 || hi <= 0 || !moves_alike(own, bare(other))) continue;
+    const double straight = corrected_us(other.collective, other.algorithm, {{sizes[0], lo}, {sizes[2], hi}}, m);
+    const double measured = mid * predict_model(other.collective, other.algorithm, m);
     if (straight > 0 && measured > 0) bends.push_back(measured / straight);
   }
   return bends.empty() ? 0.0 : log_median(bends);
