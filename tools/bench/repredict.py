@@ -6,7 +6,7 @@ without measuring again: for each run of each variant, comm-info loads that
 run's own tuning file (COMM_TUNING_FILE, so the same links, compute and
 measured points) with the variant's transport and variables (VARIANT.launch,
 written by selection-check) and predicts every all-reduce algorithm at the
-run's sizes from 4 KiB; each prediction is set against the time that run
+run's sizes from 4 KiB (PRED_FROM); each prediction is set against the time that run
 measured. With the build that ran, it reproduces the run's own pred_us.
 
 usage: tools/bench/repredict.py [--dir results/selection] [--build build] VARIANT...
@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-WITHIN = 0.25  # the target: pred_us within 25 % of the measured median
+from selection_report import PRED_FROM, PRED_TOL  # the report's own targets
 
 
 def size_name(b):
@@ -61,7 +61,7 @@ def main():
             if len(files) != 1:
                 sys.exit(f"repredict: expected one tuning file for {variant} run {run}, found {len(files)}")
             records = [r for r in json.load(open(path))["records"] if r["coll"] == "allreduce"]
-            sizes = sorted({r["bytes"] for r in records if r["bytes"] >= 4096})
+            sizes = sorted({r["bytes"] for r in records if r["bytes"] >= PRED_FROM})
             pred = predictions(opts.build, transport, env, files[0], sizes)
             measured = {(r["algo"], r["bytes"]): r for r in records}
             print(f"{variant}-{run:<14}" + "".join("%8s" % size_name(s) for s in sizes))
@@ -74,11 +74,11 @@ def main():
                         continue
                     q = pred[(algo, s)] / r["time_us"]
                     points += 1
-                    now += abs(q - 1) <= WITHIN
-                    before += abs((r.get("pred_us") or 0) / r["time_us"] - 1) <= WITHIN
-                    row += "%6.2f%s " % (q, "*" if abs(q - 1) > WITHIN else " ")
+                    now += abs(q - 1) <= PRED_TOL
+                    before += abs((r.get("pred_us") or 0) / r["time_us"] - 1) <= PRED_TOL
+                    row += "%6.2f%s " % (q, "*" if abs(q - 1) > PRED_TOL else " ")
                 print(row)
-        print(f"# {variant}: within {WITHIN:.0%} at {now}/{points} points now, {before}/{points} as the runs predicted")
+        print(f"# {variant}: within {PRED_TOL:.0%} at {now}/{points} points now, {before}/{points} as the runs predicted")
 
 
 if __name__ == "__main__":
