@@ -10,7 +10,6 @@
 #include "core/peer_notes.hpp"
 #include "engine/direct/direct_run.hpp"
 #include "engine/engine.hpp"
-#include "select/calibration_measure.hpp"
 #include "select/selector.hpp"
 #include "util/log.hpp"
 
@@ -25,6 +24,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace comm::calib {
+class Scratch;  // select/calibration_measure.hpp
+}  // namespace comm::calib
 
 namespace comm {
 struct CacheCheck;  // select/tuning.hpp

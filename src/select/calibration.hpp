@@ -30,7 +30,6 @@
 // select identically).
 
 #include "engine/tags.hpp"
-#include "select/calibration_measure.hpp"
 #include "select/cost_model.hpp"
 
 #include <comm/store.hpp>
@@ -40,6 +39,10 @@
 #include <cstddef>
 #include <utility>
 #include <vector>
+
+namespace comm::calib {
+class Scratch;  // select/calibration_measure.hpp
+}  // namespace comm::calib
 
 namespace comm {
 

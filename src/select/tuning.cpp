@@ -1,6 +1,7 @@
 #include "select/tuning.hpp"
 
 #include "select/calibration.hpp"
+#include "select/calibration_measure.hpp"
 #include "select/host_load.hpp"
 #include "select/timing_plan.hpp"
 #include "select/tuning_file.hpp"

@@ -35,7 +35,6 @@
 //    nominal figures.
 // Single-rank groups and stream-ordered transports are not calibrated.
 
-#include "select/calibration_measure.hpp"
 #include "select/cost_model.hpp"
 #include "select/native_profile.hpp"
 
@@ -45,6 +44,10 @@
 
 #include <functional>
 #include <string>
+
+namespace comm::calib {
+class Scratch;  // select/calibration_measure.hpp
+}  // namespace comm::calib
 
 namespace comm {
 

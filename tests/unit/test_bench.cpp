@@ -11,6 +11,7 @@
 #include "tools/bench/stats.hpp"
 
 #include "select/calibration.hpp"
+#include "select/calibration_measure.hpp"
 #include "select/tuning_file.hpp"
 #include "local_group.hpp"
 

@@ -1,6 +1,7 @@
 // Where a communicator's figures come from: start-up calibration, the
 // per-setup tuning cache, an explicit tuning file, and the measured curves of
 // native collectives (select/tuning.hpp, select/native_profile.hpp).
+#include "select/calibration_measure.hpp"
 #include "select/selector.hpp"
 #include "select/tuning.hpp"
 #include "select/tuning_file.hpp"
