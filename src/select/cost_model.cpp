@@ -376,6 +376,14 @@ double predict_us(const algo::Algorithm& algorithm, const algo::AlgoArgs& args, 
   return compute.op_overhead_us + Simulation(schedules, args, links, compute, what).run();
 }
 
+std::size_t busiest_sends(const algo::Algorithm& algorithm, const algo::AlgoArgs& args) {
+  std::size_t most = 0;
+  for (const Schedule& schedule : build_schedules(algorithm, args).sched)
+    most = std::max<std::size_t>(most, std::count_if(schedule.steps.begin(), schedule.steps.end(),
+                                                     [](const Step& s) { return s.kind == StepKind::send; }));
+  return most;
+}
+
 ComputeParams default_compute(const TransportCaps& caps) {
   ComputeParams compute{};
   if (caps.cuda_memory && !caps.host_memory) {

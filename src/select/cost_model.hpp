@@ -42,6 +42,11 @@ using ComputeParams = ComputeModel;
 // size): bytes / beta_large_gbps where the link has that rate.
 double link_transfer_us(const LinkInfo& link, std::size_t bytes, bool from_memory);
 
+// How many messages the busiest rank sends in `algorithm`'s schedules for
+// `args` (args.rank ignored): how finely the algorithm cuts the data, which
+// its predicted time alone does not show (Selector::moves_alike).
+std::size_t busiest_sends(const algo::Algorithm& algorithm, const algo::AlgoArgs& args);
+
 // The compute costs to start from before calibration or a tuning file: the
 // host defaults, or for transports that move only device memory, device-side
 // reductions and copies at HBM speed with about one kernel launch per step.

@@ -147,6 +147,24 @@ double Selector::predict_model(Collective c, std::string_view name, std::size_t 
   return -1.0;
 }
 
+Selector::Movement Selector::movement(Collective c, std::string_view name,
+                                      std::initializer_list<std::size_t> sizes) const {
+  Movement m;
+  const auto& pc = per_coll_[index(c)];
+  const auto named = std::find(pc.names->begin(), pc.names->end(), name);
+  const auto i = static_cast<std::size_t>(named - pc.names->begin());
+  for (const std::size_t bytes : sizes) {
+    m.us.push_back(predict_model(c, name, bytes));
+    std::size_t sends = 0;
+    if (named != pc.names->end() && pc.ours[i]) {
+      const auto [at, fresh] = pc.sends.try_emplace({i, bytes}, 0);
+      if (fresh) at->second = busiest_sends(*pc.ours[i], model_args(c, bytes));
+      sends = at->second;
+    }
+    m.sends.push_back(sends);
+  }
+  return m;
+}
 
 bool Selector::ordered(Collective c, std::size_t i) const {
   const auto& pc = per_coll_[index(c)];

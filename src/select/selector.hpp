@@ -19,6 +19,7 @@
 
 #include <array>
 #include <bit>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -108,15 +109,34 @@ class Selector {
   static constexpr double kExtrapolatedMargin = 1.3;
   // The model's own prediction, without the measured correction.
   double predict_model(Collective c, std::string_view name, std::size_t bytes) const;
-  // Whether two algorithms' bare models (predict_model at the same sizes, in
-  // the same order) lie within kSameMovement of each other at every one of
-  // those sizes: they move the data alike there (on 2
-  // ranks ring, twoshot, rabenseifner and hierarchical_rail all exchange
-  // halves; tree and hierarchical send the whole message up and back). One
-  // size is not enough: on 2 TCP ranks tree and twoshot are modelled 0.04 %
-  // apart at 8 MiB and 1.95x apart at 1 MiB.
+  // How an algorithm moves the data at some sizes, size by size: its bare
+  // model (predict_model) and the number of messages its busiest rank sends
+  // (0 for algorithms without a schedule).
+  struct Movement {
+    std::vector<double> us;
+    std::vector<std::size_t> sends;
+  };
+  Movement movement(Collective c, std::string_view name, std::initializer_list<std::size_t> sizes) const;
+  // Whether two algorithms' movements (at the same sizes, in the same order)
+  // have bare models within kSameMovement of each other and send messages
+  // within kSameCut as many at every one of those sizes: they move the data
+  // alike there (on 2 ranks ring, twoshot, rabenseifner and hierarchical_rail
+  // all exchange halves; tree and hierarchical send the whole message up and
+  // back). One size is not enough: on 2 TCP ranks tree and twoshot are
+  // modelled 0.04 % apart at 8 MiB and 1.95x apart at 1 MiB. The model alone
+  // is not enough either: past the chunk size ring cuts each half into
+  // chunks and twoshot sends it whole, which the model calls equally fast,
+  // and from memory the clock did not: over ofi shm at 32 MiB ring took
+  // 1.4-1.6x twoshot's time (1 MiB chunks; 16 MiB ones: 1.0x), over UCX shm
+  // 0.85x. At 8 MiB (four chunks a half) they measured within the noise of
+  // single calls of each other (1.0-1.3x): within kSameCut they count as
+  // alike, and with twice as many chunks and no twoshot timed calibration
+  // predicted ring's change for it (select/timing_plan.cpp).
   static constexpr double kSameMovement = 1.005;
-  static bool moves_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b);
+  static constexpr std::size_t kSameCut = 4;
+  static bool moves_alike(const Movement& a, const Movement& b);
+  // The first half of moves_alike: bare models within kSameMovement.
+  static bool modelled_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b);
 
   // Deterministic mode: only algorithms whose reduction order is the rank
   // order at every size (determinism.hpp) are chosen; override rules naming
@@ -141,6 +161,8 @@ class Selector {
     mutable std::vector<signed char> rank_ordered;  // parallel to names: -1 not computed yet, 0, 1
     // (index into names, bytes) -> the schedule's bare model (predict_model).
     mutable std::map<std::pair<std::size_t, std::size_t>, double> modelled;
+    // (index into names, bytes) -> messages the schedule's busiest rank sends.
+    mutable std::map<std::pair<std::size_t, std::size_t>, std::size_t> sends;
     // Parallel to names: the smallest and largest size the measured profile
     // has for ours and the direct engine's (empty, first > second: none).
     std::vector<std::pair<std::size_t, std::size_t>> measured_sizes;

@@ -124,7 +124,7 @@ NativeProfile Selector::untimed_corrections() const {
   return untimed;
 }
 
-bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b) {
+bool Selector::modelled_alike(const std::vector<double>& bare_a, const std::vector<double>& bare_b) {
   if (bare_a.empty() || bare_a.size() != bare_b.size()) return false;
   for (std::size_t k = 0; k < bare_a.size(); ++k)
     if (bare_a[k] <= 0 || bare_b[k] <= 0 ||
@@ -133,33 +133,44 @@ bool Selector::moves_alike(const std::vector<double>& bare_a, const std::vector<
   return true;
 }
 
+bool Selector::moves_alike(const Movement& a, const Movement& b) {
+  if (!modelled_alike(a.us, b.us) || a.sends.size() != a.us.size() || b.sends.size() != b.us.size()) return false;
+  for (std::size_t k = 0; k < a.sends.size(); ++k)
+    if (std::max(a.sends[k], b.sends[k]) > kSameCut * std::min(a.sends[k], b.sends[k])) return false;
+  return true;
+}
+
 namespace {
 
 // Measured-to-modelled ratios carried from one size to another by the change
-// of the algorithms measured at both (Selector::extend_corrections); each
-// algorithm's bare model is simulated once per size.
+// of the algorithms measured at both (Selector::extend_corrections).
 class RatioCarrier {
  public:
   RatioCarrier(const Selector& selector, const NativeProfile& corrections)
       : selector_(selector), corrections_(corrections) {}
 
   // `curve`'s ratio carried from `from` to `to` by the change of the
-  // algorithms measured at both, those that move the data alike if any (0:
-  // none was). With `twins_only`, only those alike that also measured within
-  // kTwinRatio of `ratio` at `from`: the model calls them alike, and so did the clock.
+  // algorithms measured at both: those that move the data alike if any, else
+  // those the model alone calls alike (cut otherwise: the best evidence left),
+  // else all (0: none was measured at both). With `twins_only`, only those
+  // alike that also measured within kTwinRatio of `ratio` at `from`: the
+  // model calls them alike, and so did the clock.
   double carried(const NativeCurve& curve, double ratio, std::size_t from, std::size_t to, bool twins_only = false) {
-    std::vector<double> changes, alike;
-    const std::vector<double> own = bare(curve, from, to);
+    std::vector<double> changes, alike, modelled_alike;
+    const Selector::Movement own = movement(curve, from, to);
     for (const NativeCurve& other : corrections_.curves) {
       if (other.collective != curve.collective) continue;
       const double at_from = ratio_at(other, from), at_to = ratio_at(other, to);
       if (at_from <= 0 || at_to <= 0) continue;
       changes.push_back(at_to / at_from);
       const bool twin = std::max(at_from, ratio) <= kTwinRatio * std::min(at_from, ratio);
-      if (Selector::moves_alike(own, bare(other, from, to)) && (twin || !twins_only))
-        alike.push_back(at_to / at_from);
+      const Selector::Movement theirs = movement(other, from, to);
+      if (Selector::moves_alike(own, theirs) && (twin || !twins_only)) alike.push_back(at_to / at_from);
+      else if (Selector::modelled_alike(own.us, theirs.us)) modelled_alike.push_back(at_to / at_from);
     }
-    std::vector<double>& use = alike.empty() && !twins_only ? changes : alike;
+    std::vector<double>& use = !alike.empty() || twins_only ? alike
+                               : !modelled_alike.empty() ? modelled_alike
+                                                         : changes;
     if (use.empty()) return 0.0;
     std::sort(use.begin(), use.end());
     return ratio * use[use.size() / 2];
@@ -170,18 +181,12 @@ class RatioCarrier {
   // this of each other measured alike there.
   static constexpr double kTwinRatio = 1.15;
 
-  double model(const NativeCurve& curve, std::size_t bytes) {
-    const auto [at, fresh] = models_.try_emplace({&curve, bytes}, 0.0);
-    if (fresh) at->second = selector_.predict_model(curve.collective, curve.algorithm, bytes);
-    return at->second;
-  }
-  std::vector<double> bare(const NativeCurve& curve, std::size_t from, std::size_t to) {
-    return {model(curve, from), model(curve, to)};
+  Selector::Movement movement(const NativeCurve& curve, std::size_t from, std::size_t to) const {
+    return selector_.movement(curve.collective, curve.algorithm, {from, to});
   }
 
   const Selector& selector_;
   const NativeProfile& corrections_;
-  std::map<std::pair<const NativeCurve*, std::size_t>, double> models_;
 };
 
 }  // namespace
@@ -302,17 +307,15 @@ NativeProfile Selector::fill_between() const {
 double Selector::bend_at(const NativeCurve& curve, const std::vector<std::pair<std::size_t, double>>& ends,
                          std::size_t m) const {
   const std::size_t sizes[] = {ends[0].first, m, ends[1].first};
-  const auto bare = [&](const NativeCurve& of) {
-    std::vector<double> v;
-    for (const std::size_t b : sizes) v.push_back(predict_model(of.collective, of.algorithm, b));
-    return v;
+  const auto moves = [&](const NativeCurve& of) {
+    return movement(of.collective, of.algorithm, {sizes[0], m, sizes[2]});
   };
-  const std::vector<double> own = bare(curve);
+  const Movement own = moves(curve);
   std::vector<double> bends;
   for (const NativeCurve& other : corrections_.curves) {
     if (other.collective != curve.collective || other.algorithm == curve.algorithm) continue;
     const double lo = ratio_at(other, sizes[0]), mid = ratio_at(other, m), hi = ratio_at(other, sizes[2]);
-    if (lo <= 0 || mid <= 0 || hi <= 0 || !moves_alike(own, bare(other))) continue;
+    if (lo <= 0 || mid <= 0 || hi <= 0 || !moves_alike(own, moves(other))) continue;
     const double straight = corrected_us(other.collective, other.algorithm, {{sizes[0], lo}, {sizes[2], hi}}, m);
     const double measured = mid * predict_model(other.collective, other.algorithm, m);
     if (straight > 0 && measured > 0) bends.push_back(measured / straight);

@@ -16,25 +16,36 @@ namespace {
 // there by what they measured at the size before are timed, at most
 // kMaxContenders (kMaxFinalContenders at the last size), and only where one
 // round of them fits kContendersRoundBudgetUs (kFinalRoundBudgetUs).
+// At the last size each contender's turn is its untimed call and its timed
+// one, with no warm-up round before (TimingCandidates::last_size): three cost
+// the calls two did with one, and the third slot goes to a third way of
+// moving the data (one_per_family_first). Over ofi shm the two slots went to
+// two of ring (its halves cut in chunks), direct and tree, never to twoshot
+// or rabenseifner (halves sent whole, which the model called ring's twins),
+// 1.4-1.6x faster than ring at 32-64 MiB: they carried ring's change there,
+// and auto picked ring at 1.34-1.48x the best from 8 MiB on (three runs).
 constexpr double kContenderWithin = 1.5;
-constexpr std::size_t kMaxContenders = 4, kMaxFinalContenders = 2;
+constexpr std::size_t kMaxContenders = 4, kMaxFinalContenders = 3;
 // kContendersFrom is timed where one round of its contenders takes at most
 // this long: on 2 x 2 emulated hosts over TCP a round of four takes about
 // 90 ms, and without it auto picked 1.14-1.35x the best at 16 MiB, where the
 // bare model's from-memory rates mislead most.
 constexpr double kContendersRoundBudgetUs = 6 * kTimingBudgetPerSizeUs;
 // The last size shows how the time per byte grows once the data comes from
-// memory. One round of its two contenders costs 10-15 ms on shared memory
-// (2 ranks here) and 35-45 ms over loopback TCP, three calls each with the
-// warm-up: creation stays short where the round fits this budget. Where two
-// do not fit, the most promising one alone is timed if it fits and what is
-// left of the calibration's budget allows it (TimingCandidates::alone): the
-// change of its ratio from kContendersFrom carries to the others (Selector::
-// extend_corrections). Carrying the ratios of 8 MiB unchanged put every
-// algorithm over loopback TCP at 0.57-0.75x its time at 32-64 MiB, the same
-// way in three runs each (UCX and ofi tcp, under cubic: selection-check),
-// as the time per byte of a loopback exchange grows 1.55x from 8 to 32 MiB
-// (tcp-floor). Past it the ratio measured at kContendersFrom is carried.
+// memory. Its contenders are timed where one round of them, by their
+// estimates from 8 MiB, fits this budget (two calls each, the untimed one
+// included), and only as many as what is left of the calibration's budget
+// allows (cap_past_caches): with rounds of up to 30 ms and no such fit
+// (three contenders over ofi shm, two over Gloo) creation took 290-300 ms
+// over ofi shm and 430 over Gloo, against 200-220 and 310-330 with them
+// (three runs each). Where the round does not fit, the least promising are
+// left out, down to the most promising one alone: the change of its ratio
+// from kContendersFrom carries to the others (Selector::extend_corrections).
+// Carrying the ratios of 8 MiB unchanged put every algorithm over loopback
+// TCP at 0.57-0.75x its time at 32-64 MiB, the same way in three runs each
+// (UCX and ofi tcp, under cubic: selection-check), as the time per byte of a
+// loopback exchange grows 1.55x from 8 to 32 MiB (tcp-floor). Past it the
+// ratio measured at kContendersFrom is carried.
 constexpr double kFinalRoundBudgetUs = kTimingBudgetPerSizeUs;
 // An algorithm the model puts this many times behind the fastest is not timed
 // at that size (it will not be chosen there): creation stays short. Where one
@@ -50,12 +61,12 @@ constexpr double kHopelessWhenSlow = 2.0;
 // 1.8-2.7x its time there.
 // Reorders `promising` (most promising first) so that the first algorithm of
 // each family comes before every second one, order kept within.
-// `bare[i]`: algorithm i's bare models at the sizes compared.
-void one_per_family_first(std::vector<std::size_t>& promising, const std::vector<std::vector<double>>& bare) {
+// `moves[i]`: how algorithm i moves the data at the sizes compared.
+void one_per_family_first(std::vector<std::size_t>& promising, const std::vector<Selector::Movement>& moves) {
   std::vector<std::size_t> firsts, seconds;
   for (const std::size_t i : promising) {
     const bool seen = std::any_of(firsts.begin(), firsts.end(),
-                                  [&](std::size_t f) { return Selector::moves_alike(bare[f], bare[i]); });
+                                  [&](std::size_t f) { return Selector::moves_alike(moves[f], moves[i]); });
     (seen ? seconds : firsts).push_back(i);
   }
   firsts.insert(firsts.end(), seconds.begin(), seconds.end());
@@ -82,7 +93,7 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   const std::size_t before = rung == std::begin(kTimingLadder) ? 0 : *(rung - 1);
   double best = std::numeric_limits<double>::infinity(), best_bare = best;
   std::vector<double> bare(names.size()), estimate(names.size()), optimistic(names.size());
-  std::vector<std::vector<double>> both_bare(names.size());  // {here, the size before}
+  std::vector<Selector::Movement> moves(names.size());  // {here, the size before}
   for (std::size_t i = 0; i < names.size(); ++i) {
     const double model = selector.predict_model(Collective::allreduce, names[i], bytes);
     bare[i] = estimate[i] = optimistic[i] = model;
@@ -90,7 +101,7 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
     if (model < 0 || before == 0) continue;
     const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]);
     const double model_before = selector.predict_model(Collective::allreduce, names[i], before);
-    both_bare[i] = {model, model_before};
+    moves[i] = selector.movement(Collective::allreduce, names[i], {bytes, before});
     if (curve && curve->points.back().first == before && model_before > 0) {
       const double measured_before = curve->points.back().second;
       estimate[i] = model * measured_before / model_before;
@@ -118,24 +129,23 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // Most promising first, of as many families as there are (fit_to_budget keeps a prefix).
   std::stable_sort(chosen.begin(), chosen.end(),
                    [&](std::size_t a, std::size_t b) { return optimistic[a] < optimistic[b]; });
-  one_per_family_first(chosen, both_bare);
+  one_per_family_first(chosen, moves);
   const std::size_t most = final ? kMaxFinalContenders : kMaxContenders;
   if (contenders && chosen.size() > most) chosen.resize(most);  // the most promising few
   TimingCandidates c;
+  c.last_size = final;
   for (const std::size_t i : chosen) c.add(i, estimate[i]);
   // Past the caches the model is least sure of itself, and the choice there
   // is for every larger message, so a round may cost more (once per setup:
-  // the result is cached); where even that is too slow, the model's shape
-  // carries the ratios measured at the size before.
+  // the result is cached); where even one contender is too slow, the model's
+  // shape carries the ratios measured at the size before.
   const double round_budget_us = final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs;
   if (contenders && c.round_us() > round_budget_us) {
-    if (final && !c.indices.empty() && c.us.front() <= round_budget_us) {
-      c.indices.resize(1);
-      c.us.resize(1);
-      c.alone = true;
-    } else {
-      c = {};
+    while (final && c.indices.size() > 1 && c.round_us() > round_budget_us) {
+      c.indices.pop_back();
+      c.us.pop_back();
     }
+    if (c.round_us() > round_budget_us || !final) c = {};
   }
   return c;
 }
@@ -224,7 +234,7 @@ void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_
   if (c.indices.empty()) return;
   const double planned_us = cost.of(c);
   if (so_far_us + planned_us > kCalibrationCapUs) c = {};
-  if (c.alone) fit_to_budget(c, cost, budget_left_us);
+  if (cost.bytes >= kLargestTimed) fit_to_budget(c, cost, budget_left_us);
   if (c.indices.empty())
     COMM_DEBUG("calibration: all-reduce of " << cost.bytes << " B left out: " << planned_us / 1e3
                                              << " ms estimated, " << budget_left_us / 1e3

@@ -81,9 +81,8 @@ inline bool touch_windows_per_turn(std::size_t bytes, std::size_t cache_bytes) {
 struct TimingCandidates {
   std::vector<std::size_t> indices;
   std::vector<double> us;
-  // The last size's most promising contender alone, where a round of two
-  // would not fit (worth_timing): timed only within the calibration's budget.
-  bool alone = false;
+  // The last size's (kLargestTimed): no warm-up round.
+  bool last_size = false;
   void add(std::size_t index, double estimate_us) {
     indices.push_back(index);
     us.push_back(estimate_us);
@@ -94,9 +93,13 @@ struct TimingCandidates {
     for (const double u : us) sum += u;
     return sum;
   }
-  /// Warm-up rounds before their timed ones: none for a lone contender, whose
-  /// turn's untimed call comes right before its timed one anyway.
-  int warmup_rounds() const { return alone ? 0 : kWarmupRounds; }
+  /// Warm-up rounds before their timed ones: none at the last size, where
+  /// every contender ran at the size before and each turn's untimed call
+  /// comes right before its timed one. At 8 MiB, without the warm-up round,
+  /// calibration timed UCX's ring and twoshot at 1.25-1.65x comm-bench's time
+  /// (shm) in three runs, and predictions at 8-64 MiB missed by as much (UCX
+  /// shm and tcp, ofi tcp: 56-58 of 64 within 25 %, 64 with it).
+  int warmup_rounds() const { return last_size ? 0 : kWarmupRounds; }
 };
 
 // Creation's calibration aims to add at most 0.3 s: kCalibrationTargetUs,
@@ -164,8 +167,8 @@ inline constexpr std::size_t kMinCandidatesInCache = 2;
 inline constexpr double kCalibrationCapUs = 600000;
 // Drops the candidates of a rung past the caches (all of them) when timing
 // them would take calibration, `so_far_us` into it, past kCalibrationCapUs,
-// and a lone contender (TimingCandidates::alone) when it does not fit
-// `budget_left_us` either; says so at debug level.
+// and at the last size (kLargestTimed) the least promising ones that do not
+// fit `budget_left_us` either; says so at debug level.
 void cap_past_caches(TimingCandidates& c, const TimingCost& cost, double so_far_us,
                      double budget_left_us = std::numeric_limits<double>::infinity());
 

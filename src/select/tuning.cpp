@@ -46,8 +46,11 @@ using Clock = std::chrono::steady_clock;
 // the cache a turn starts with an untimed call too, the last size's turns time
 // one call, warm-up rounds one call per candidate (timing_plan.hpp); 10: where
 // a round of two contenders at the last size is too long, the most promising
-// one is timed there alone (over TCP), within the budget.
-constexpr int kCalibrationRevision = 10;
+// one is timed there alone (over TCP), within the budget; 11: up to three
+// contenders at the last size, of three ways of moving the data (halves cut in
+// chunks apart from halves sent whole), as many as the budget allows, and no
+// warm-up round there.
+constexpr int kCalibrationRevision = 11;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

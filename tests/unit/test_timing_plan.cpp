@@ -272,51 +272,56 @@ TEST_CASE("rounds in carryover-balanced order: every contender follows every oth
   }
 }
 
-TEST_CASE("timing plan: the last size times two contenders of two families, where one round fits its budget") {
+TEST_CASE("timing plan: the last size times three contenders of three ways of moving the data, where a round fits") {
   // Every algorithm measured at 8 MiB as modelled, except tree's family
-  // (tree, hierarchical: the whole message up and back) at 0.6x, which puts
-  // it within reach of the half exchangers. Over fast links the two slots at
-  // 32 MiB go to one of each family, not to ring and hierarchical_rail (the
-  // same on two ranks, and the two most promising); over 2 GB/s TCP one round
-  // of two takes more than the budget, one alone does not, and the most
-  // promising is timed alone; over 0.5 GB/s TCP not even one fits, and
-  // nothing is timed there.
+  // (tree, hierarchical: the whole message up and back) and twoshot's
+  // (twoshot, rabenseifner: halves sent whole) at 0.6x, which puts them
+  // within reach of ring's (ring, hierarchical_rail: halves cut in chunks).
+  // Over fast links the three slots at 32 MiB go to one of each way of moving
+  // the data, not to ring and hierarchical_rail (the same on two ranks, and
+  // the two most promising) nor to two alike. Over 2 GB/s TCP a round of three takes
+  // more than the budget, and the least promising are left out until a round
+  // fits; over 0.5 GB/s TCP not even one fits, and nothing is timed there.
   const auto plan = [](LinkKind kind, double alpha_us, double gbps) {
     Selector s{2, test::uniform_links(2, kind, alpha_us, gbps), ComputeParams{}, kMiB, {}, nullptr, true};
     const std::vector<std::string> names = s.names(Collective::allreduce);
-    const auto bare = [&](const std::string& a) {
-      return std::vector<double>{s.predict_model(Collective::allreduce, a, kLargestTimed),
-                                 s.predict_model(Collective::allreduce, a, kContendersFrom)};
+    const auto moves = [&](const std::string& a) {
+      return s.movement(Collective::allreduce, a, {kLargestTimed, kContendersFrom});
     };
     NativeProfile so_far;
     for (const auto& a : names)
       so_far.set(Collective::allreduce, a,
-                 {{kContendersFrom, (Selector::moves_alike(bare(a), bare("tree")) ? 0.6 : 1.0) * bare(a)[1]}});
-    std::vector<std::vector<double>> timed;
+                 {{kContendersFrom,
+                   (Selector::moves_alike(moves(a), moves("tree")) || Selector::moves_alike(moves(a), moves("twoshot"))
+                        ? 0.6
+                        : 1.0) *
+                       moves(a).us[1]}});
+    // What each measured at 8 MiB, carried to 32 MiB by its model: the estimates worth_timing ranks by.
+    std::vector<double> estimates;
+    for (const auto& a : names)
+      if (const auto m = moves(a); m.us[0] > 0 && m.us[1] > 0)
+        estimates.push_back(so_far.find(Collective::allreduce, a)->points[0].second * m.us[0] / m.us[1]);
+    std::sort(estimates.begin(), estimates.end());
+    std::vector<Selector::Movement> timed;
     const TimingCandidates c = worth_timing(s, names, kLargestTimed, so_far);
-    for (const std::size_t i : c.indices) timed.push_back(bare(names[i]));
-    // The most promising by what each measured at 8 MiB, carried by its model.
-    double most_promising = std::numeric_limits<double>::infinity();
-    for (const auto& a : names) {
-      const auto b = bare(a);
-      if (b[0] > 0 && b[1] > 0)
-        most_promising =
-            std::min(most_promising, so_far.find(Collective::allreduce, a)->points[0].second * b[0] / b[1]);
-    }
-    return std::tuple{timed, bare("tree"), c.round_us(), most_promising, c.alone};
+    for (const std::size_t i : c.indices) timed.push_back(moves(names[i]));
+    return std::tuple{timed, moves("tree"), moves("twoshot"), c, estimates};
   };
-  const auto [fast, tree, fast_round, fast_best, fast_alone] = plan(LinkKind::shm, 1.0, 20.0);
-  REQUIRE(fast.size() == 2);
-  CHECK_FALSE(Selector::moves_alike(fast[0], fast[1]));
-  CHECK((Selector::moves_alike(fast[0], tree) || Selector::moves_alike(fast[1], tree)));
-  CHECK(fast_round <= 20000.0);
-  CHECK_FALSE(fast_alone);
-  // Alone, it is timed only within what is left of the calibration's budget (algorithm_timing.cpp).
-  const auto [tcp, tcp_tree, tcp_round, tcp_best, tcp_alone] = plan(LinkKind::tcp, 10.0, 2.0);
-  REQUIRE(tcp.size() == 1);
-  CHECK(tcp_alone);
-  CHECK(tcp_round == doctest::Approx(tcp_best));
-  CHECK(tcp_round <= 20000.0);
+  const auto [fast, tree, twoshot, fast_c, fast_estimates] = plan(LinkKind::shm, 1.0, 20.0);
+  REQUIRE(fast.size() == 3);
+  for (std::size_t i = 0; i < fast.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) CHECK_FALSE(Selector::moves_alike(fast[i], fast[j]));
+  CHECK(std::any_of(fast.begin(), fast.end(), [&](const auto& m) { return Selector::moves_alike(m, tree); }));
+  CHECK(std::any_of(fast.begin(), fast.end(), [&](const auto& m) { return Selector::moves_alike(m, twoshot); }));
+  CHECK(fast_c.round_us() <= kTimingBudgetPerSizeUs);
+  CHECK(fast_c.warmup_rounds() == 0);  // each turn's untimed call warms it
+  // Fewer over slower links: the most promising stays (each is timed only
+  // within what is left of the calibration's budget: cap_past_caches).
+  const auto [tcp, tcp_tree, tcp_twoshot, tcp_c, tcp_estimates] = plan(LinkKind::tcp, 10.0, 2.0);
+  REQUIRE(!tcp.empty());
+  REQUIRE(tcp.size() < 3);
+  CHECK(tcp_c.us.front() == doctest::Approx(tcp_estimates.front()));
+  CHECK(tcp_c.round_us() <= kTimingBudgetPerSizeUs);
   CHECK(std::get<0>(plan(LinkKind::tcp, 10.0, 0.5)).empty());
 }
 
@@ -385,17 +390,31 @@ TEST_CASE("the timing of a size fits what is left of the calibration's budget: t
   cap_past_caches(over, past, kCalibrationCapUs - rung + 1.0);
   CHECK(over.indices.empty());
   CHECK(over.us.empty());
-  // A lone contender at the last size must also fit what is left of the budget.
-  TimingCandidates lone;
-  lone.add(3, 10.0);
-  lone.alone = true;
-  const TimingCost last{kLargestTimed, cache, 1, 0.0, 0};
-  TimingCandidates room = lone;
-  cap_past_caches(room, last, 0.0, last.of(lone) + 1.0);
-  CHECK(room.indices == std::vector<std::size_t>{3});
-  TimingCandidates no_budget = lone;
-  cap_past_caches(no_budget, last, 0.0, last.of(lone) - 1.0);
-  CHECK(no_budget.indices.empty());
+  // At the last size the contenders must also fit what is left of the
+  // budget, the most promising first: each costs its untimed and its timed
+  // call and a barrier (no warm-up round), the size one agreement.
+  TimingCandidates last_three;
+  last_three.add(3, 10.0);
+  last_three.add(5, 12.0);
+  last_three.add(6, 14.0);
+  const TimingCost last{kLargestTimed, cache, 1, 1.0, 0};
+  CHECK(last.of(last_three) == doctest::Approx(1.0 + (20.0 + 1.0) + (24.0 + 1.0) + (28.0 + 1.0)));
+  TimingCandidates all_fit = last_three;
+  cap_past_caches(all_fit, last, 0.0, 76.0);
+  CHECK(all_fit.indices == last_three.indices);
+  TimingCandidates two_fit = last_three;
+  cap_past_caches(two_fit, last, 0.0, 75.0);
+  CHECK(two_fit.indices == std::vector<std::size_t>{3, 5});
+  TimingCandidates one_fits = last_three;
+  cap_past_caches(one_fits, last, 0.0, 22.0);
+  CHECK(one_fits.indices == std::vector<std::size_t>{3});
+  TimingCandidates none_fits = last_three;
+  cap_past_caches(none_fits, last, 0.0, 21.0);
+  CHECK(none_fits.indices.empty());
+  // Before the last size past the caches, the budget left does not trim a rung.
+  TimingCandidates at_eight = last_three;
+  cap_past_caches(at_eight, TimingCost{kContendersFrom, cache, 1, 1.0, 0}, 0.0, 1.0);
+  CHECK(at_eight.indices == last_three.indices);
 
   // What timing algorithms may spend: the target less what calibration spent before, never below the floor.
   CHECK(algorithm_timing_budget_us(80000) == doctest::Approx(kCalibrationTargetUs - 80000));
