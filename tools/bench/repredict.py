@@ -58,6 +58,9 @@ def main():
         for path in runs:
             run = path[:-len(".json")].rsplit("-", 1)[1]
             files = glob.glob(os.path.join(opts.dir, f"cache-{variant}-{run}", "comm", "tuning-*.json"))
+            if len(files) > 1:  # gloo's cache also holds comm-gloo-compare's: the one the sweep's log names
+                log = open(os.path.join(opts.dir, f"{variant}-{run}.log")).read()
+                files = [f for f in files if os.path.basename(f) in log]
             if len(files) != 1:
                 sys.exit(f"repredict: expected one tuning file for {variant} run {run}, found {len(files)}")
             records = [r for r in json.load(open(path))["records"] if r["coll"] == "allreduce"]
