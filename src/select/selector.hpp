@@ -129,9 +129,10 @@ class Selector {
   // and from memory the clock did not: over ofi shm at 32 MiB ring took
   // 1.4-1.6x twoshot's time (1 MiB chunks; 16 MiB ones: 1.0x), over UCX shm
   // 0.85x. At 8 MiB (four chunks a half) they measured within the noise of
-  // single calls of each other (1.0-1.3x): within kSameCut they count as
-  // alike, and with twice as many chunks and no twoshot timed calibration
-  // predicted ring's change for it (select/timing_plan.cpp).
+  // single calls of each other (1.0-1.3x), so within kSameCut they still
+  // count as alike: with kSameCut 2 the split reached 8 MiB, and Gloo's
+  // twoshot, timed at neither 8 nor 32 MiB, was predicted at 2.2-2.8x its
+  // time from 8 MiB on (select/timing_plan.cpp places the contenders).
   static constexpr double kSameMovement = 1.005;
   static constexpr std::size_t kSameCut = 4;
   static bool moves_alike(const Movement& a, const Movement& b);

@@ -96,9 +96,9 @@ struct TimingCandidates {
   /// Warm-up rounds before their timed ones: none at the last size, where
   /// every contender ran at the size before and each turn's untimed call
   /// comes right before its timed one. At 8 MiB, without the warm-up round,
-  /// calibration timed UCX's ring and twoshot at 1.25-1.65x comm-bench's time
-  /// (shm) in three runs, and predictions at 8-64 MiB missed by as much (UCX
-  /// shm and tcp, ofi tcp: 56-58 of 64 within 25 %, 64 with it).
+  /// calibration over UCX shm timed ring and twoshot at 1.25-1.65x
+  /// comm-bench's time in three runs, and predictions at 8-64 MiB missed by
+  /// as much (UCX shm and tcp, ofi tcp: 56-58 of 64 within 25 %, 64 with it).
   int warmup_rounds() const { return last_size ? 0 : kWarmupRounds; }
 };
 
