@@ -140,14 +140,13 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
   // the result is cached); where even one contender is too slow, the model's
   // shape carries the ratios measured at the size before.
   const double round_budget_us = final ? kFinalRoundBudgetUs : kContendersRoundBudgetUs;
-  if (contenders && c.round_us() > round_budget_us) {
-    while (final && c.indices.size() > 1 && c.round_us() > round_budget_us) {
-      c.indices.pop_back();
-      c.us.pop_back();
-    }
-    if (c.round_us() > round_budget_us || !final) c = {};
+  if (!contenders || c.round_us() <= round_budget_us) return c;
+  if (!final) return {};
+  while (c.indices.size() > 1 && c.round_us() > round_budget_us) {
+    c.indices.pop_back();
+    c.us.pop_back();
   }
-  return c;
+  return c.round_us() <= round_budget_us ? c : TimingCandidates{};
 }
 
 namespace {

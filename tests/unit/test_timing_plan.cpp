@@ -279,9 +279,10 @@ TEST_CASE("timing plan: the last size times three contenders of three ways of mo
   // within reach of ring's (ring, hierarchical_rail: halves cut in chunks).
   // Over fast links the three slots at 32 MiB go to one of each way of moving
   // the data, not to ring and hierarchical_rail (the same on two ranks, and
-  // the two most promising) nor to two alike. Over 2 GB/s TCP a round of three takes
-  // more than the budget, and the least promising are left out until a round
-  // fits; over 0.5 GB/s TCP not even one fits, and nothing is timed there.
+  // the two most promising) nor to two alike. Over 2 GB/s TCP a round of
+  // three takes more than the budget, and the least promising are left out
+  // until a round fits; over 0.5 GB/s TCP not even one fits, and nothing is
+  // timed there.
   const auto plan = [](LinkKind kind, double alpha_us, double gbps) {
     Selector s{2, test::uniform_links(2, kind, alpha_us, gbps), ComputeParams{}, kMiB, {}, nullptr, true};
     const std::vector<std::string> names = s.names(Collective::allreduce);

@@ -619,12 +619,12 @@ TEST_CASE("an algorithm not timed at the largest size follows the change of one 
   // (ring x1.4, twoshot x1.5, direct x1.3) and tree's barely (x1.1).
   const std::size_t mib = std::size_t{1} << 20, large = std::size_t{8} << 20;
   Corrections f(2, LinkKind::tcp, 10.0, 2.66);
-  const auto bare = [&](const char* a) { return f.s.movement(Collective::allreduce, a, {mib, large}); };
-  REQUIRE(Selector::moves_alike(bare("tree"), bare("hierarchical")));
-  REQUIRE(Selector::moves_alike(bare("ring"), bare("hierarchical_rail")));
-  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("twoshot")));
-  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("direct")));
-  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("ring")));
+  const auto moves = [&](const char* a) { return f.s.movement(Collective::allreduce, a, {mib, large}); };
+  REQUIRE(Selector::moves_alike(moves("tree"), moves("hierarchical")));
+  REQUIRE(Selector::moves_alike(moves("ring"), moves("hierarchical_rail")));
+  REQUIRE_FALSE(Selector::moves_alike(moves("tree"), moves("twoshot")));
+  REQUIRE_FALSE(Selector::moves_alike(moves("tree"), moves("direct")));
+  REQUIRE_FALSE(Selector::moves_alike(moves("tree"), moves("ring")));
   f.measure("ring", {{mib, 1}, {large, 1.4}});
   f.measure("twoshot", {{mib, 1}, {large, 1.5}});
   f.measure("direct", {{mib, 1}, {large, 1.3}});
@@ -635,7 +635,7 @@ TEST_CASE("an algorithm not timed at the largest size follows the change of one 
   f.s.set_measured_profile(f.measured);
   CHECK(f.ratio("hierarchical", large) == doctest::Approx(0.9 * 1.1));
   CHECK(f.ratio("hierarchical_rail", large) == doctest::Approx(0.8 * 1.4));
-  REQUIRE(Selector::moves_alike(bare("rabenseifner"), bare("twoshot")));
+  REQUIRE(Selector::moves_alike(moves("rabenseifner"), moves("twoshot")));
   CHECK(f.ratio("rabenseifner", large) == doctest::Approx(1.2 * 1.5));  // not the median change, x1.4
 }
 
@@ -702,10 +702,10 @@ TEST_CASE("between two sizes it was timed at, an algorithm follows the bend its 
   // MiB. twoshot was timed there too, ring only at the two ends.
   const std::size_t k64 = std::size_t{64} << 10, half = std::size_t{512} << 10, mib = std::size_t{1} << 20;
   Corrections f(2, LinkKind::tcp, 10.0, 2.66);
-  const auto bare = [&](const char* a) { return f.s.movement(Collective::allreduce, a, {k64, half, mib}); };
-  REQUIRE(Selector::moves_alike(bare("ring"), bare("twoshot")));
-  REQUIRE_FALSE(Selector::moves_alike(bare("ring"), bare("direct")));
-  REQUIRE_FALSE(Selector::moves_alike(bare("tree"), bare("twoshot")));
+  const auto moves = [&](const char* a) { return f.s.movement(Collective::allreduce, a, {k64, half, mib}); };
+  REQUIRE(Selector::moves_alike(moves("ring"), moves("twoshot")));
+  REQUIRE_FALSE(Selector::moves_alike(moves("ring"), moves("direct")));
+  REQUIRE_FALSE(Selector::moves_alike(moves("tree"), moves("twoshot")));
   f.measure("twoshot", {{k64, 1}, {half, 0.6}, {mib, 1.4}});
   f.measure("direct", {{k64, 1}, {half, 3}, {mib, 1}});  // bends the other way; moves the data otherwise
   f.measure("ring", {{k64, 1.1}, {mib, 1.5}});
