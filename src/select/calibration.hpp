@@ -16,7 +16,9 @@
 // extra latency) where the times jump, and transfer_curve keeps each size's
 // time beyond those (the cost model interpolates between them). 1 MiB
 // exchanges spread over many MiB of buffers give the large-data bandwidth
-// (beta_large_gbps) and compute.cache_bytes is set to where the development
+// (beta_large_gbps) of network links (tcp, ib); shared-memory links, whose data
+// a CPU copies, take beta times the host's from-memory / in-cache memcpy
+// rate instead; compute.cache_bytes is set to where the development
 // VM's collectives leave the cache (4 MiB). A 1 MiB exchange run alongside a 1 MiB reduce tells
 // whether the receiver's CPU moves the data (receiver_copies). Kinds are
 // measured one after the other so pairs do not disturb each other. With three

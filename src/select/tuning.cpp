@@ -49,8 +49,9 @@ using Clock = std::chrono::steady_clock;
 // one is timed there alone (over TCP), within the budget; 11: up to three
 // contenders at the last size, of three ways of moving the data (halves cut in
 // chunks apart from halves sent whole), as many as the budget allows, and no
-// warm-up round there.
-constexpr int kCalibrationRevision = 11;
+// warm-up round there; 12: shared-memory links' large-data beta from the
+// host's copy rates (calibration.cpp, moved_by_copies).
+constexpr int kCalibrationRevision = 12;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",
