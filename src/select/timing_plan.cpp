@@ -58,7 +58,14 @@ constexpr double kHopelessWhenSlow = 2.0;
 // before): on loopback TCP the four most promising at 8 MiB were half
 // exchangers and `direct`, and tree, 1.7x ring's time at 1 MiB but
 // 0.66-0.79x from 32 MiB on, was never timed past 1 MiB: predicted at
-// 1.8-2.7x its time there.
+// 1.8-2.7x its time there. Before the last size the way it moves the data at
+// the last size counts too, as only algorithms measured here contend there:
+// at 8 MiB ring's chunks are few enough to count as twoshot's halves (8
+// messages against 2), at 32 MiB not (32). On 2 ranks the fourth slot at 8
+// MiB went to a second of another family, in 11 of 30 runs over UCX and ofi
+// shm the twin of one already timed (the same schedule on 2 ranks), and in 6
+// to none of ring's: over UCX shm, where ring is the fastest at 32-64 MiB by
+// 1.1-1.2x, auto then picked hierarchical at 1.10-1.22x the best there.
 // Reorders `promising` (most promising first) so that the first algorithm of
 // each family comes before every second one, order kept within.
 // `moves[i]`: how algorithm i moves the data at the sizes compared.
@@ -101,7 +108,10 @@ TimingCandidates worth_timing(const Selector& selector, const std::vector<std::s
     if (model < 0 || before == 0) continue;
     const NativeCurve* curve = so_far.find(Collective::allreduce, names[i]);
     const double model_before = selector.predict_model(Collective::allreduce, names[i], before);
-    moves[i] = selector.movement(Collective::allreduce, names[i], {bytes, before});
+    // Before the last size, also how it moves the data there: its contenders
+    // are those measured here (below).
+    moves[i] = contenders && !final ? selector.movement(Collective::allreduce, names[i], {bytes, before, kLargestTimed})
+                                    : selector.movement(Collective::allreduce, names[i], {bytes, before});
     if (curve && curve->points.back().first == before && model_before > 0) {
       const double measured_before = curve->points.back().second;
       estimate[i] = model * measured_before / model_before;

@@ -50,8 +50,9 @@ using Clock = std::chrono::steady_clock;
 // contenders at the last size, of three ways of moving the data (halves cut in
 // chunks apart from halves sent whole), as many as the budget allows, and no
 // warm-up round there; 12: shared-memory links' large-data beta from the
-// host's copy rates (calibration.cpp, moved_by_copies).
-constexpr int kCalibrationRevision = 12;
+// host's copy rates (calibration.cpp, moved_by_copies); 13: the contender slots
+// at 8 MiB go to ways of moving the data apart at the last size too.
+constexpr int kCalibrationRevision = 13;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

@@ -151,6 +151,49 @@ TEST_CASE("timing plan: the largest size's contender slots go to one of each way
   CHECK(std::any_of(timed.begin(), timed.end(), [&](auto f) { return alike(f, family(slowest)); }));
 }
 
+TEST_CASE("timing plan: at 8 MiB the slots go to ways of moving the data apart at the last size too") {
+  // 2 ranks over fast shared memory, whose receiver copies the data (the
+  // model then calls ring and twoshot equally fast). At 8 MiB ring's chunks
+  // (8 messages) count as twoshot's halves (2), at the last size (32) they
+  // do not. At 1 MiB twoshot's family measured as modelled, ring's (ring,
+  // hierarchical_rail) at 1.2x, tree's and direct's at 0.8x (all four within
+  // reach). Ranked by promise alone (the bare model counts too, and calls
+  // ring and twoshot equally fast), the fourth slot went to
+  // hierarchical_rail, ring's twin on 2 ranks, and twoshot's family had none.
+  LinkMatrix links = test::uniform_links(2, LinkKind::shm, 1.0, 20.0);
+  links.links[1].receiver_copies = links.links[2].receiver_copies = true;
+  Selector s{2, links, ComputeParams{}, kMiB, {}, nullptr, true};
+  const std::vector<std::string> names = s.names(Collective::allreduce);
+  const auto near = [&](const std::string& a) {
+    return s.movement(Collective::allreduce, a, {kContendersFrom, kMiB});
+  };
+  const auto far = [&](const std::string& a) {
+    return s.movement(Collective::allreduce, a, {kContendersFrom, kMiB, kLargestTimed});
+  };
+  REQUIRE(Selector::moves_alike(near("ring"), near("twoshot")));
+  REQUIRE_FALSE(Selector::moves_alike(far("ring"), far("twoshot")));
+  NativeProfile so_far;
+  for (const auto& a : names)
+    so_far.set(Collective::allreduce, a,
+               {{kMiB, (Selector::moves_alike(far(a), far("ring"))      ? 1.2
+                        : Selector::moves_alike(far(a), far("twoshot")) ? 1.0
+                                                                        : 0.8) *
+                           s.predict_model(Collective::allreduce, a, kMiB)}});
+  const TimingCandidates c = worth_timing(s, names, kContendersFrom, so_far);
+  std::vector<Selector::Movement> timed;
+  for (const std::size_t i : c.indices) {
+    INFO(names[i]);
+    const auto alike = [&](const Selector::Movement& m) { return Selector::moves_alike(m, far(names[i])); };
+    CHECK(std::none_of(timed.begin(), timed.end(), alike));
+    timed.push_back(far(names[i]));
+  }
+  CHECK(c.indices.size() == 4);
+  for (const char* way : {"ring", "twoshot"}) {
+    INFO(way);
+    CHECK(std::any_of(timed.begin(), timed.end(), [&](const auto& m) { return Selector::moves_alike(m, far(way)); }));
+  }
+}
+
 TEST_CASE("timing plan: where the fastest changes between two timed sizes, the size halfway is timed") {
   // Every algorithm measured as modelled at 4 KiB and 64 KiB, except that the
   // one fastest at 4 KiB by the model is made the slowest at 64 KiB and a
