@@ -186,7 +186,8 @@ std::vector<std::vector<double>> CommunicatorImpl::time_rounds(const std::vector
 // best from 8 MiB on (ofi shm, shm, UCX tcp). Every decision uses only what
 // every rank agreed on (the slowest rank's medians, elapsed and spent
 // times), so every rank times alike.
-NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch) {
+NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch,
+                                                NativeProfile& native) {
   const auto began = calib::Clock::now();
   const auto [elapsed_before_us, sync_us] = timing_start(calibration_elapsed_us);  // alike on every rank
   const double budget_us = algorithm_timing_budget_us(elapsed_before_us);
@@ -246,6 +247,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     sizes.push_back(bytes);
   }
+  time_native_choice(kLargestTimed, native, profile, scratch, elapsed_before_us + spent_us);
   for (const std::size_t bytes : sizes)
     if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
   double refinement_us = 0;
@@ -263,6 +265,46 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
   }
   if (rank_ == 0) log_timed(timed, profile.curves.size(), began, budget_us);
   return profile;
+}
+
+// The transport's own algorithms are calibrated up to 4 MiB
+// (calibration_native.cpp), and beyond the curve continues its last
+// segment's time per byte. Gloo's native_bcube took 3.8-4.0 ms at 8 MiB, as
+// that predicts, but 24-28.5 at 32 MiB, predicted at 14-18: auto picked it
+// at 32-64 MiB at 1.5-1.8x the best in 3 of 6 runs (selection-check). A call
+// there takes tens of milliseconds, so only the one that would be chosen is
+// timed, once.
+void CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
+                                          calib::Scratch& scratch, double so_far_us) {
+  for (std::size_t k = 0; k < native.curves.size(); ++k) {  // each at most once: its curve then reaches `bytes`
+    selector_->set_measured_profile(measured);
+    const std::string pick = selector_->choose(Collective::allreduce, bytes);
+    const NativeCurve* curve = native.find(Collective::allreduce, pick);
+    if (!curve || curve->points.empty() || curve->points.back().first >= bytes) return;
+    const double estimate_us = selector_->predict(Collective::allreduce, pick, bytes);
+    if (so_far_us + 2 * estimate_us > kCalibrationCapUs) return;
+    Call call = timing_call(nullptr, nullptr);
+    fit_timing_buffers(scratch, bytes, call);
+    const std::vector<std::string> names{pick};
+    std::vector<std::size_t> candidates{0};
+    int iterations = 0;
+    const auto began = calib::Clock::now();
+    std::vector<double> times =
+        time_rounds(names, candidates, call, 0, kMinTimedRoundsLast, 0.0, iterations).front();
+    times.push_back(calib::micros(calib::Clock::now() - began));
+    slowest_rank(times);  // refused on every rank alike: only the time it took
+    so_far_us += times.back();
+    times.pop_back();
+    if (times.empty()) return;
+    std::vector<std::pair<std::size_t, double>> points = curve->points;
+    points.emplace_back(bytes, calib::robust_median(times));
+    if (rank_ == 0)
+      COMM_INFO("calibration: allreduce '" << pick << "' (the transport's own), chosen at " << bytes
+                                           << " B by its curve's extension (" << estimate_us << " us), took "
+                                           << points.back().second << " us there");
+    native.set(Collective::allreduce, pick, std::move(points));
+    selector_->set_native_profile(native);
+  }
 }
 
 // Which of `checks` to time (select/tuning.hpp PointTimer): every one not

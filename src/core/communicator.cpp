@@ -179,10 +179,10 @@ std::string CommunicatorImpl::connect() {
   const int ranks_here = hosts.host_size(hosts.host_of[static_cast<std::size_t>(rank_)]);
   TuningOutcome tuned = tune_figures(
       *transport_, *store_, rank_, size_, ranks_here, config_, links, compute,
-      [&](const LinkMatrix& measured, const ComputeParams& measured_compute, const NativeProfile& native,
+      [&](const LinkMatrix& measured, const ComputeParams& measured_compute, NativeProfile& native,
           double calibration_elapsed_us, calib::Scratch& scratch) {
         create_selector(measured, measured_compute, native, overrides);
-        return time_algorithms(calibration_elapsed_us, scratch);
+        return time_algorithms(calibration_elapsed_us, scratch, native);
       },
       [&](const LinkMatrix& cached, const ComputeParams& cached_compute, const NativeProfile& native,
           const std::vector<CacheCheck>& points) {

@@ -101,7 +101,17 @@ class CommunicatorImpl {
   // calibration, select/tuning.hpp AlgorithmTimer) within what
   // `calibration_elapsed_us` leaves of the calibration's target
   // (select/timing_plan.hpp), its calls' buffers in `scratch`; collective.
-  NativeProfile time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch);
+  // `native`: the transport's own algorithms' calibrated curves, which gain
+  // a point where time_native_choice times one.
+  NativeProfile time_algorithms(double calibration_elapsed_us, calib::Scratch& scratch, NativeProfile& native);
+  // Where the corrected model, `measured` set, would choose one of the
+  // transport's own algorithms at `bytes` past the end of its calibrated
+  // curve, times that algorithm there (one untimed call, one timed), adds the
+  // point to its curve in `native` and to the selector's, and looks again;
+  // not where the calibration, `so_far_us` into it, would pass
+  // kCalibrationCapUs by the estimate. Collective.
+  void time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
+                          calib::Scratch& scratch, double so_far_us);
   // Times single (algorithm, size) all-reduce points the same way: the
   // check of a cached tuning (select/tuning.hpp PointTimer, which says which
   // of `checks` it times); collective.

@@ -30,7 +30,9 @@ struct NativeProfile {
   /// Predicted µs at `bytes`, negative without a curve. Between points the
   /// time is interpolated linearly in bytes (exact for alpha + bytes/beta);
   /// below the first point it is the first point's; beyond the last it grows
-  /// with the last segment's time per byte. That segment (1-4 MiB from
+  /// with the last segment's time per byte (a transport's own algorithm that
+  /// would be chosen at the last size comm times, 32 MiB, is timed there too:
+  /// core/algorithm_timing.cpp time_native_choice). That segment (1-4 MiB from
   /// calibration) already runs at the from-memory rate: Gloo's two allreduce
   /// algorithms, extrapolated from it to 8-64 MiB, came within 0.79-1.24x of
   /// their measured time (tools/selection-check.sh, 2 of 3 runs; the third

@@ -51,8 +51,10 @@ using Clock = std::chrono::steady_clock;
 // chunks apart from halves sent whole), as many as the budget allows, and no
 // warm-up round there; 12: shared-memory links' large-data beta from the
 // host's copy rates (calibration.cpp, moved_by_copies); 13: the contender slots
-// at 8 MiB go to ways of moving the data apart at the last size too.
-constexpr int kCalibrationRevision = 13;
+// at 8 MiB go to ways of moving the data apart at the last size too; 14: a
+// transport's own algorithm chosen at the last size by its curve's extension
+// is timed there (core/algorithm_timing.cpp time_native_choice).
+constexpr int kCalibrationRevision = 14;
 
 // Libraries whose version changes what calibration measures.
 constexpr const char* kLibraries[] = {"libcomm", "libucp", "libucs", "libuct", "libfabric", "libgloo", "libnccl",

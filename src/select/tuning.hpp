@@ -62,9 +62,11 @@ struct TuningOutcome {
 // `calibration_elapsed_us` (its calibration's time so far) leaves of the
 // target (select/timing_plan.hpp), its calls' buffers in `scratch` (the
 // memory the calibration measured in, calibration_measure.hpp); collective.
-// Called by tune_figures only when it calibrates, before the tuning file is written.
+// It may add points to the native curves (`native`: one the selector would
+// choose past its last point is timed there). Called by tune_figures only when
+// it calibrates, before the tuning file is written.
 using AlgorithmTimer =
-    std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, const NativeProfile& native,
+    std::function<NativeProfile(const LinkMatrix& links, const ComputeParams& compute, NativeProfile& native,
                                 double calibration_elapsed_us, calib::Scratch& scratch)>;
 
 // An all-reduce algorithm at one size, as timed by a PointTimer.

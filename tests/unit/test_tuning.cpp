@@ -293,7 +293,8 @@ TEST_CASE("a cached tuning whose fastest points now time under half their cached
     return p;
   };
   calib::Scratch scratch;
-  const auto checks = cache_check_points(slow_spell({}, {}, {}, 0, scratch));
+  NativeProfile no_native;
+  const auto checks = cache_check_points(slow_spell({}, {}, no_native, 0, scratch));
   calibrations = 0;
   // At each rung of the ladder up to 1 MiB that was measured, the fastest, then the others, optional.
   REQUIRE(checks.size() == 6);
