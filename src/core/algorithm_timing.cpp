@@ -247,7 +247,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
     time_size(bytes, std::move(c), min_rounds, kTimingBudgetPerSizeUs);
     sizes.push_back(bytes);
   }
-  time_native_choice(kLargestTimed, native, profile, scratch, elapsed_before_us + spent_us);
+  spent_us += time_native_choice(kLargestTimed, native, profile, scratch, elapsed_before_us + spent_us);
   for (const std::size_t bytes : sizes)
     if (bytes < kLargestTimed) time_challengers(bytes);  // at the last size a challenger costs tens of ms
   double refinement_us = 0;
@@ -274,15 +274,16 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
 // at 32-64 MiB at 1.5-1.8x the best in 3 of 6 runs (selection-check). A call
 // there takes tens of milliseconds, so only the one that would be chosen is
 // timed, once.
-void CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
-                                          calib::Scratch& scratch, double so_far_us) {
+double CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
+                                            calib::Scratch& scratch, double so_far_us) {
+  double spent_us = 0;
   for (std::size_t k = 0; k < native.curves.size(); ++k) {  // each at most once: its curve then reaches `bytes`
     selector_->set_measured_profile(measured);
     const std::string pick = selector_->choose(Collective::allreduce, bytes);
     const NativeCurve* curve = native.find(Collective::allreduce, pick);
-    if (!curve || curve->points.empty() || curve->points.back().first >= bytes) return;
+    if (!curve || curve->points.empty() || curve->points.back().first >= bytes) break;
     const double estimate_us = selector_->predict(Collective::allreduce, pick, bytes);
-    if (so_far_us + 2 * estimate_us > kCalibrationCapUs) return;
+    if (so_far_us + spent_us + 2 * estimate_us > kCalibrationCapUs) break;
     Call call = timing_call(nullptr, nullptr);
     fit_timing_buffers(scratch, bytes, call);
     const std::vector<std::string> names{pick};
@@ -293,9 +294,9 @@ void CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& nati
         time_rounds(names, candidates, call, 0, kMinTimedRoundsLast, 0.0, iterations).front();
     times.push_back(calib::micros(calib::Clock::now() - began));
     slowest_rank(times);  // refused on every rank alike: only the time it took
-    so_far_us += times.back();
+    spent_us += times.back();
     times.pop_back();
-    if (times.empty()) return;
+    if (times.empty()) break;
     std::vector<std::pair<std::size_t, double>> points = curve->points;
     points.emplace_back(bytes, calib::robust_median(times));
     if (rank_ == 0)
@@ -305,6 +306,7 @@ void CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& nati
     native.set(Collective::allreduce, pick, std::move(points));
     selector_->set_native_profile(native);
   }
+  return spent_us;
 }
 
 // Which of `checks` to time (select/tuning.hpp PointTimer): every one not

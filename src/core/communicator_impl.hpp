@@ -109,9 +109,10 @@ class CommunicatorImpl {
   // curve, times that algorithm there (one untimed call, one timed), adds the
   // point to its curve in `native` and to the selector's, and looks again;
   // not where the calibration, `so_far_us` into it, would pass
-  // kCalibrationCapUs by the estimate. Collective.
-  void time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
-                          calib::Scratch& scratch, double so_far_us);
+  // kCalibrationCapUs by the estimate. Returns the time it took (the slowest
+  // rank's). Collective.
+  double time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
+                            calib::Scratch& scratch, double so_far_us);
   // Times single (algorithm, size) all-reduce points the same way: the
   // check of a cached tuning (select/tuning.hpp PointTimer, which says which
   // of `checks` it times); collective.
