@@ -283,7 +283,15 @@ double CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& na
     const NativeCurve* curve = native.find(Collective::allreduce, pick);
     if (!curve || curve->points.empty() || curve->points.back().first >= bytes) break;
     const double estimate_us = selector_->predict(Collective::allreduce, pick, bytes);
-    if (so_far_us + spent_us + 2 * estimate_us > kCalibrationCapUs) break;
+    if (so_far_us + spent_us + 2 * estimate_us > kCalibrationCapUs) {
+      if (rank_ == 0)
+        COMM_INFO("calibration: allreduce '" << pick << "' (the transport's own), chosen at " << bytes
+                                             << " B by its curve's extension (" << estimate_us
+                                             << " us), not timed there: calibration at "
+                                             << (so_far_us + spent_us) / 1000 << " of at most "
+                                             << kCalibrationCapUs / 1000 << " ms");
+      break;
+    }
     Call call = timing_call(nullptr, nullptr);
     fit_timing_buffers(scratch, bytes, call);
     const std::vector<std::string> names{pick};

@@ -8,6 +8,7 @@
 #include "select_fixtures.hpp"
 
 #include <comm/comm.hpp>
+#include <comm/log.hpp>
 
 #include <doctest/doctest.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -98,11 +100,20 @@ TEST_CASE("a transport's own all-reduce chosen at the last size by its curve's e
   cfg.transport = "slow_native";
   cfg.tuning_file = std::string(dir) + "/tuning.json";
   cfg.calibration_busy_limit = 1;  // saved even on a busy machine
+  cfg.log_level = LogLevel::info;  // what calibration says about it
+  std::mutex mu;
+  std::string said;
+  set_log_sink([&](LogLevel, std::string_view, std::string_view line) {
+    if (line.find("'native' (the transport's own), chosen at") == std::string_view::npos) return;
+    std::lock_guard lk(mu);
+    said += std::string(line) + "\n";
+  });
   std::string chosen[2];
   test::run_local(
       2, cfg,
       [&](Communicator& c) { chosen[c.rank()] = c.algorithm_for(Collective::allreduce, kLargestTimed); },
       /*calibrate=*/true);
+  set_log_sink(nullptr);
   LinkMatrix links = test::uniform_links(2, LinkKind::shm, 1.0, 1.0);
   ComputeParams compute;
   TuningExtras saved;
@@ -111,10 +122,20 @@ TEST_CASE("a transport's own all-reduce chosen at the last size by its curve's e
   ::rmdir(dir);
   const NativeCurve* curve = saved.native.find(Collective::allreduce, "native");
   REQUIRE(curve);
-  INFO("chosen at the last size: " << chosen[0]);
+  INFO("chosen at the last size: " << chosen[0] << "; calibration said:\n" << said);
+  CHECK(chosen[1] == chosen[0]);
+  REQUIRE_FALSE(said.empty());
+  if (said.find("not timed there: calibration at") != std::string::npos) {
+    // Only where calibration (a sanitizer's build, a loaded machine) has
+    // already run past its cap: it says so, and the curve stays as it was.
+    MESSAGE("calibration ran past its cap before the last size; the timing there is not exercised: " << said);
+    CHECK(said.find("of at most " + std::to_string(static_cast<long>(kCalibrationCapUs / 1000)) + " ms") !=
+          std::string::npos);
+    CHECK(curve->points.back().first < kLargestTimed);
+    return;
+  }
   // Timed where it would have been chosen, at its true cost, and not chosen.
   REQUIRE(curve->points.back().first == kLargestTimed);
   CHECK(curve->points.back().second >= std::chrono::duration<double, std::micro>(SlowPastCurve::kSlow).count());
   CHECK(chosen[0] != "native");
-  CHECK(chosen[1] == chosen[0]);
 }
