@@ -212,10 +212,7 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
     collect(c.indices, names.size(), bytes, mine, iterations, points, times);
     // What the size took, barriers and untimed calls included, goes with the
     // times into the exchange: the slowest rank's figure, the same on every rank.
-    times.push_back(calib::micros(calib::Clock::now() - size_began));
-    slowest_rank(times);
-    const double spent = times.back();
-    times.pop_back();
+    const double spent = slowest_rank_took(times, size_began);
     add_point_times(profile, names, points, times);
     timed += points.size();
     spent_us += spent;
@@ -277,19 +274,20 @@ NativeProfile CommunicatorImpl::time_algorithms(double calibration_elapsed_us, c
 double CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& native, const NativeProfile& measured,
                                             calib::Scratch& scratch, double so_far_us) {
   double spent_us = 0;
+  selector_->set_measured_profile(measured);  // set_native_profile, below, keeps it
   for (std::size_t k = 0; k < native.curves.size(); ++k) {  // each at most once: its curve then reaches `bytes`
-    selector_->set_measured_profile(measured);
     const std::string pick = selector_->choose(Collective::allreduce, bytes);
     const NativeCurve* curve = native.find(Collective::allreduce, pick);
     if (!curve || curve->points.empty() || curve->points.back().first >= bytes) break;
     const double estimate_us = selector_->predict(Collective::allreduce, pick, bytes);
+    const auto chosen = [&] {
+      return "calibration: allreduce '" + pick + "' (the transport's own), chosen at " + std::to_string(bytes) +
+             " B by its curve's extension (" + std::to_string(estimate_us) + " us)";
+    };
     if (so_far_us + spent_us + 2 * estimate_us > kCalibrationCapUs) {
       if (rank_ == 0)
-        COMM_INFO("calibration: allreduce '" << pick << "' (the transport's own), chosen at " << bytes
-                                             << " B by its curve's extension (" << estimate_us
-                                             << " us), not timed there: calibration at "
-                                             << (so_far_us + spent_us) / 1000 << " of at most "
-                                             << kCalibrationCapUs / 1000 << " ms");
+        COMM_INFO(chosen() << ", not timed there: calibration at " << (so_far_us + spent_us) / 1000
+                           << " of at most " << kCalibrationCapUs / 1000 << " ms");
       break;
     }
     Call call = timing_call(nullptr, nullptr);
@@ -300,17 +298,11 @@ double CommunicatorImpl::time_native_choice(std::size_t bytes, NativeProfile& na
     const auto began = calib::Clock::now();
     std::vector<double> times =
         time_rounds(names, candidates, call, 0, kMinTimedRoundsLast, 0.0, iterations).front();
-    times.push_back(calib::micros(calib::Clock::now() - began));
-    slowest_rank(times);  // refused on every rank alike: only the time it took
-    spent_us += times.back();
-    times.pop_back();
-    if (times.empty()) break;
+    spent_us += slowest_rank_took(times, began);
+    if (times.empty()) break;  // refused, on every rank alike
     std::vector<std::pair<std::size_t, double>> points = curve->points;
     points.emplace_back(bytes, calib::robust_median(times));
-    if (rank_ == 0)
-      COMM_INFO("calibration: allreduce '" << pick << "' (the transport's own), chosen at " << bytes
-                                           << " B by its curve's extension (" << estimate_us << " us), took "
-                                           << points.back().second << " us there");
+    if (rank_ == 0) COMM_INFO(chosen() << ", took " << points.back().second << " us there");
     native.set(Collective::allreduce, pick, std::move(points));
     selector_->set_native_profile(native);
   }
@@ -390,6 +382,14 @@ std::pair<double, double> CommunicatorImpl::timing_start(double calibration_elap
   std::vector<double> figures{calibration_elapsed_us, barriers[kBarriers / 2]};
   slowest_rank(figures);
   return {figures[0], figures[1]};
+}
+
+double CommunicatorImpl::slowest_rank_took(std::vector<double>& times, std::chrono::steady_clock::time_point began) {
+  times.push_back(calib::micros(calib::Clock::now() - began));
+  slowest_rank(times);
+  const double took = times.back();
+  times.pop_back();
+  return took;
 }
 
 // Every iteration's time becomes the slowest rank's, in one exchange.

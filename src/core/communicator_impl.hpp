@@ -127,6 +127,10 @@ class CommunicatorImpl {
                                                std::vector<std::size_t>& candidates, Call& call, int warmup,
                                                int min_rounds, double budget_us, int& iterations);
   void slowest_rank(std::vector<double>& times);
+  // slowest_rank over `times` and what the work since `began` took, in one
+  // exchange; returns that time (the slowest rank's), `times` as they were
+  // but each the slowest rank's.
+  double slowest_rank_took(std::vector<double>& times, std::chrono::steady_clock::time_point began);
   // What every rank plans time_algorithms with, by the slowest rank's clock:
   // the time calibration took before it (`calibration_elapsed_us` here) and
   // one barrier's time (select/timing_plan.hpp TimingCost::sync_us, the
